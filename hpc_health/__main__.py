@@ -1,0 +1,3 @@
+from hpc_health.cli import main
+
+main()
