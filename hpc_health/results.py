@@ -1,0 +1,103 @@
+"""Reading ReFrame's JSON run report: the data contract between a run and
+everything hpc-health says about it (never the perflog strings)."""
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+from hpc_health.errors import ConfigError
+
+_PARAM = re.compile(r"%([A-Za-z_]\w*)=(\S+)")
+
+
+@dataclass
+class Measurement:
+    """One performance variable of one test case, or one failed case."""
+    test: str                 # test class name
+    check: str                # display name (with parameters)
+    system: str
+    partition: str
+    environ: str
+    variable: Optional[str]   # None for a case that produced no figure
+    value: Optional[float] = None
+    unit: str = ""
+    ref: Optional[float] = None       # None: no reference
+    lower: Optional[float] = None
+    upper: Optional[float] = None
+    result: str = ""          # ReFrame's result for the case: pass/fail/skip/abort
+    fail_phase: Optional[str] = None
+    fail_reason: Optional[str] = None
+    params: dict = field(default_factory=dict)
+    nodes: list = field(default_factory=list)
+    samples: list = field(default_factory=list)
+
+    @property
+    def partition_fullname(self):
+        return f"{self.system}:{self.partition}"
+
+
+def load_report(path):
+    try:
+        with open(path) as fp:
+            return json.load(fp)
+    except FileNotFoundError:
+        raise ConfigError(path, "ReFrame wrote no run report") from None
+    except ValueError as err:
+        raise ConfigError(path, f"not a ReFrame JSON run report: {err}") from None
+
+
+def testcases(report):
+    """The last attempt of every case (ReFrame keeps one run per retry)."""
+    last = {}
+    for run in report.get("runs", []):
+        for tc in run.get("testcases", []):
+            key = (tc.get("unique_name") or tc.get("name"), tc.get("system"),
+                   tc.get("partition"), tc.get("environ"))
+            last[key] = tc
+    return list(last.values())
+
+
+def measurements(report):
+    out = []
+    for tc in testcases(report):
+        if tc.get("fixture") and tc.get("result") == "pass":
+            continue
+        name = tc.get("display_name") or tc.get("name", "?")
+        params = {m.group(1): tc.get(m.group(1), _coerce(m.group(2)))
+                  for m in _PARAM.finditer(name)}
+        base = dict(test=name.split()[0], check=name, system=tc.get("system", ""),
+                    partition=tc.get("partition", ""), environ=tc.get("environ", ""),
+                    result=tc.get("result", ""), fail_phase=tc.get("fail_phase"),
+                    fail_reason=tc.get("fail_reason"), params=params,
+                    nodes=list(tc.get("job_nodelist") or []))
+        perf = tc.get("perfvalues") or {}
+        if not perf:
+            out.append(Measurement(variable=None, **base))
+            continue
+        for key, vals in perf.items():
+            value, ref, lower, upper, unit = vals[:5]
+            no_ref = (ref == 0 and lower is None and upper is None)
+            out.append(Measurement(
+                variable=key.split(":")[-1],
+                value=_num(value), unit=unit or "",
+                ref=None if no_ref else ref, lower=lower, upper=upper, **base))
+    return out
+
+
+def _num(v):
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else f
+
+
+def _coerce(text):
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text

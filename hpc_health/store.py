@@ -1,0 +1,100 @@
+"""The results store: one directory per run, holding ReFrame's JSON run
+report (the data) and ``run.json`` (our provenance: site, software stack,
+nodes, time).  Everything that reads results reads from here; nothing
+re-runs a benchmark to answer a question about the past."""
+
+import json
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from hpc_health import __version__, paths
+
+
+def runs_dir(site=None):
+    root = paths.store_root() / "runs"
+    return root / site if site else root
+
+
+def new_run_dir(site):
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    base = runs_dir(site)
+    base.mkdir(parents=True, exist_ok=True)
+    for i in range(1000):
+        d = base / (stamp if i == 0 else f"{stamp}-{i}")
+        try:
+            d.mkdir()
+            return d
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"cannot create a run directory under {base}")
+
+
+def git_state(root):
+    """Commit of the suite itself, '+dirty' when it has local changes: a
+    result must be traceable to the exact checks and references used."""
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"],
+                                capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (commit + ("+dirty" if dirty else "")) if commit else None
+
+
+def base_provenance(site):
+    import reframe
+    return {
+        "site": site.name,
+        "hostname": socket.gethostname(),
+        "user": os.environ.get("USER") or os.environ.get("LOGNAME"),
+        "hpc_health": __version__,
+        "reframe": reframe.VERSION,
+        "suite_commit": git_state(paths.repo_root()),
+    }
+
+
+def collect_spack_records(run_dir):
+    """Spack locks and concrete hashes that the build fixtures kept."""
+    records = {}
+    for rec in Path(run_dir).glob("output/**/spack-build.json"):
+        try:
+            data = json.loads(rec.read_text())
+        except (OSError, ValueError):
+            continue
+        records[str(rec.parent.relative_to(run_dir))] = {
+            "hashes": data.get("hashes", {}),
+            "prefixes": data.get("prefixes", {}),
+            "env_dir": data.get("env_dir"),
+        }
+    return records
+
+
+def write_json(path, data):
+    """Write atomically: an interrupted run or a full disk must not leave a
+    truncated file that later reads take for data."""
+    tmp = Path(str(path) + ".tmp")
+    with open(tmp, "w") as fp:
+        json.dump(data, fp, indent=1, sort_keys=True)
+        fp.flush()
+        os.fsync(fp.fileno())
+    os.replace(tmp, path)
+
+
+def list_runs(site=None):
+    """Stored runs, oldest first: (run_dir, run.json data)."""
+    out = []
+    base = runs_dir(site)
+    if not base.is_dir():
+        return out
+    pattern = "*/run.json" if site else "*/*/run.json"
+    for meta in sorted(base.glob(pattern)):
+        try:
+            out.append((meta.parent, json.loads(meta.read_text())))
+        except (OSError, ValueError):
+            continue
+    out.sort(key=lambda r: r[1].get("started", ""))
+    return out

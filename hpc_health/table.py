@@ -1,0 +1,69 @@
+"""The health table printed at the end of a run and by ``hpc-health report``."""
+
+import math
+
+COLUMNS = ("check", "partition", "environ", "variable", "value", "reference",
+           "bounds", "dev %", "verdict")
+
+
+def _fmt(x):
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        if not math.isfinite(x):
+            return str(x)
+        if x == 0:
+            return "0"
+        mag = abs(x)
+        if mag >= 1000:
+            return f"{x:.0f}"
+        if mag >= 1:
+            return f"{x:.3g}" if mag < 100 else f"{x:.1f}"
+        return f"{x:.3g}"
+    return str(x)
+
+
+def _bounds(m):
+    if m.ref is None:
+        return "-"
+    low = "-inf" if m.lower is None else _fmt(m.ref + abs(m.ref) * m.lower)
+    high = "+inf" if m.upper is None else _fmt(m.ref + abs(m.ref) * m.upper)
+    return f"[{low}, {high}]"
+
+
+def rows(verdicts):
+    out = []
+    for v in verdicts:
+        m = v.measurement
+        unit = f" {m.unit}" if m.unit and m.value is not None else ""
+        dev = "-" if v.deviation is None else f"{100 * v.deviation:+.1f}"
+        out.append((m.check, m.partition_fullname, m.environ, m.variable or "-",
+                    _fmt(m.value) + unit, _fmt(m.ref), _bounds(m), dev, v.verdict))
+    return out
+
+
+def render(verdicts, show_reasons=True):
+    body = rows(verdicts)
+    widths = [max(len(c), *(len(r[i]) for r in body)) if body else len(c)
+              for i, c in enumerate(COLUMNS)]
+    line = "  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths))
+    lines = [line.rstrip(), "  ".join("-" * w for w in widths)]
+    for r in body:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    if show_reasons:
+        notes = [(v.measurement.check, v.verdict, v.reason) for v in verdicts
+                 if v.verdict not in ("PASS",) and v.reason]
+        seen = set()
+        for check, verdict, reason in notes:
+            if (check, reason) in seen:
+                continue
+            seen.add((check, reason))
+            lines.append(f"{verdict}: {check}: {reason}")
+    return "\n".join(lines)
+
+
+def summary(verdicts):
+    counts = {}
+    for v in verdicts:
+        counts[v.verdict] = counts.get(v.verdict, 0) + 1
+    return ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))

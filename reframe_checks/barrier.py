@@ -1,0 +1,82 @@
+"""MPI_Barrier latency on communicators of growing size, and MPI_Init time.
+
+Barrier latency grows with log(communicator size) on a healthy fabric; a
+jump at one size localises the problem (a switch level, a slow node).
+MPI_Init time is a launcher-health figure: it degrades when the launcher,
+PMIx or the network address exchange does.
+"""
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import run_before, sanity_function, variable
+
+from healthlib import site
+from healthlib.kernels import KernelRun
+from hpc_health.parsers.kernels import parse_barrier
+
+
+def comm_sizes(nranks):
+    """Powers of two up to *nranks*, and *nranks* itself."""
+    sizes, p = [], 1
+    while p <= nranks:
+        sizes.append(p)
+        p *= 2
+    if sizes[-1] != nranks:
+        sizes.append(nranks)
+    return sizes
+
+
+@rfm.simple_test
+class BarrierLatency(KernelRun):
+    """Median barrier time per communicator size, p90 on the whole
+    allocation, and MPI_Init time."""
+
+    #: Timed and warm-up barriers per communicator size (site settings
+    #: ``kernels.barrier_iters`` / ``kernels.barrier_warmup`` override).
+    iters = variable(int, value=2000)
+    warmup = variable(int, value=200)
+
+    program = 'barrier'
+    parser = staticmethod(parse_barrier)
+    tags = {'kernels', 'mpi', 'barrier'}
+    descr = 'MPI_Barrier latency per communicator size and MPI_Init time'
+
+    @run_before('run')
+    def set_options(self):
+        cfg = site.section(self, 'kernels')
+        self.iters = int(cfg.get('barrier_iters', self.iters))
+        self.warmup = int(cfg.get('barrier_warmup', self.warmup))
+        self.executable_opts = ['--iters', str(self.iters),
+                                '--warmup', str(self.warmup), '--json']
+
+    @sanity_function
+    def complete(self):
+        out = self.parsed()
+        missing = [n for n in comm_sizes(self.num_tasks) if n not in out['results']]
+        return sn.all([
+            sn.assert_eq(self.job.exitcode, 0, msg='barrier exited with {0}'),
+            sn.assert_eq(out['ranks'], self.num_tasks,
+                         msg='barrier ran on {0} ranks, expected {1}'),
+            sn.assert_false(missing, msg=f'no result for communicator sizes {missing}'),
+        ])
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        # One rank has nothing to wait for; its "barrier" times a function call.
+        sizes = [n for n in comm_sizes(self.num_tasks) if n > 1]
+        pv = {f'median_n{n}': sn.make_performance_function(self._stat(n, 'median'), 'us')
+              for n in sizes}
+        if sizes:
+            pv[f'p90_n{sizes[-1]}'] = sn.make_performance_function(
+                self._stat(sizes[-1], 'p90'), 'us')
+        pv['mpi_init'] = sn.make_performance_function(self._init_time(), 's')
+        self.perf_variables = pv
+
+    @sn.deferrable
+    def _stat(self, n, stat):
+        return self.parsed()['results'][n][stat]
+
+    @sn.deferrable
+    def _init_time(self):
+        return self.parsed()['mpi_init_s']

@@ -1,0 +1,81 @@
+"""Halo exchange: nearest-neighbour MPI exchange on a periodic Cartesian grid.
+
+A slow halo exchange at one message size points at a different culprit than
+at another: latency-bound small messages (launcher, fabric, progress engine),
+bandwidth-bound large ones (links, memory).  Every payload is verified, so a
+corrupting fabric fails the check instead of looking fast.
+"""
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import (parameter, run_before, sanity_function,
+                                   variable)
+
+from healthlib import site
+from healthlib.kernels import KernelRun
+from hpc_health.parsers.kernels import parse_halo
+from hpc_health.units import size_label
+
+
+@rfm.simple_test
+class HaloExchange(KernelRun):
+    """Time per exchange (max over ranks) for each message size."""
+
+    #: Dimensions of the process grid.
+    dims = parameter([1, 2, 3])
+
+    #: Exchange strategy (names from the IBM SP halo-exchange study).
+    strategy = parameter(['BSBR', 'SERE', 'ISBR', 'ISIR', 'IRIS'])
+
+    #: Message sizes in bytes; each one is a performance variable
+    #: ``time_<size>``.  Site setting ``kernels.halo_sizes`` overrides.
+    #:
+    #: :type: :class:`List[int]`
+    sizes = variable(typ.List[int], value=[8, 4096, 65536, 1048576])
+
+    #: Timed and warm-up iterations (site settings ``kernels.halo_iters`` and
+    #: ``kernels.halo_warmup`` override).
+    iters = variable(int, value=200)
+    warmup = variable(int, value=20)
+
+    program = 'halo'
+    parser = staticmethod(parse_halo)
+    tags = {'kernels', 'mpi', 'halo'}
+    descr = 'Halo exchange time per message size'
+
+    @run_before('run')
+    def set_options(self):
+        cfg = site.section(self, 'kernels')
+        self.sizes = [int(s) for s in cfg.get('halo_sizes', self.sizes)]
+        self.iters = int(cfg.get('halo_iters', self.iters))
+        self.warmup = int(cfg.get('halo_warmup', self.warmup))
+        self.executable_opts = [
+            '--dims', str(self.dims), '--strategy', self.strategy,
+            '--sizes', ','.join(str(s) for s in self.sizes),
+            '--iters', str(self.iters), '--warmup', str(self.warmup), '--json',
+        ]
+
+    @sanity_function
+    def verified(self):
+        out = self.parsed()
+        got = out['results'].get(self.strategy, {})
+        missing = [s for s in self.sizes if s not in got]
+        return sn.all([
+            sn.assert_eq(self.job.exitcode, 0, msg='halo exited with {0}'),
+            sn.assert_eq(out['verification'], 'passed',
+                         msg=f'payload verification {out["verification"]}: '
+                             f'{out["errors"]} corrupted message(s)'),
+            sn.assert_false(missing, msg=f'no result for sizes {missing}'),
+        ])
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        self.perf_variables = {
+            f'time_{size_label(s)}': sn.make_performance_function(self._time_at(s), 'us')
+            for s in self.sizes
+        }
+
+    @sn.deferrable
+    def _time_at(self, size):
+        return self.parsed()['results'][self.strategy][size]['max']

@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""Persistent Spack environments for the checks' build fixtures.
+
+ReFrame's own ``Spack`` build system creates and concretizes an environment in
+every test's stage (about 18 s per test even when nothing is installed).  This
+module keeps one environment per (partition, programming environment, spec
+set) *outside* the stage, together with its ``spack.lock``, and:
+
+- composes the environment from the site's checked-in ``spack.yaml`` (never
+  modified) plus the site settings (install tree, local builtin repo, mirrors);
+- concretizes only when those inputs changed;
+- installs only when the lock or a develop source tree changed;
+- records the prefixes, the lock and the concrete hashes in the stage, so the
+  results keep their provenance.
+
+It runs as a script inside the build job (``python3 spackenv.py ensure ...``)
+and needs only the standard library and PyYAML.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import yaml
+
+STAMP = 'hpc-health-stamp.json'
+
+
+def find_spack(spack_root=None):
+    """The spack executable: the site's spack_root, then PATH, then
+    $SPACK_ROOT; None when Spack is not available."""
+    candidates = []
+    if spack_root:
+        candidates.append(os.path.join(spack_root, 'bin', 'spack'))
+    on_path = shutil.which('spack')
+    if on_path:
+        candidates.append(on_path)
+    if os.environ.get('SPACK_ROOT'):
+        candidates.append(os.path.join(os.environ['SPACK_ROOT'], 'bin', 'spack'))
+    for c in candidates:
+        if os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    return None
+
+
+def _abs(path, base):
+    path = os.path.expandvars(os.path.expanduser(path))
+    return path if os.path.isabs(path) else os.path.normpath(os.path.join(base, path))
+
+
+def compose(site_env, site_dir, specs, develop, install_tree=None,
+            builtin_repo=None, source_mirror=None, bootstrap_mirror=None):
+    """The environment's spack.yaml as a dict (pure: no side effects)."""
+    with open(site_env) as fp:
+        doc = yaml.safe_load(fp) or {}
+    env = dict(doc.get('spack') or {})
+    env['specs'] = list(specs)
+    env.setdefault('view', False)
+    repos = env.get('repos') or {}
+    if isinstance(repos, list):
+        repos = {f'repo{i}': r for i, r in enumerate(repos)}
+    # Relative repo paths in the site file are relative to that file; the
+    # composed environment lives elsewhere, so make them absolute.
+    repos = {name: (_abs(p, site_dir) if isinstance(p, str) else p)
+             for name, p in repos.items()}
+    if builtin_repo:
+        repos['builtin'] = _abs(builtin_repo, site_dir)
+    env['repos'] = repos
+    config = dict(env.get('config') or {})
+    if install_tree:
+        config['install_tree'] = {'root': _abs(install_tree, site_dir)}
+    if config:
+        env['config'] = config
+    if source_mirror:
+        mirrors = dict(env.get('mirrors') or {})
+        mirrors['hpc-health-sources'] = 'file://' + _abs(source_mirror, site_dir)
+        env['mirrors'] = mirrors
+    if bootstrap_mirror:
+        env['bootstrap'] = {
+            'enable': True,
+            'sources': [{'name': 'hpc-health-bootstrap',
+                         'metadata': _abs(bootstrap_mirror, site_dir)}],
+            'trusted': {'hpc-health-bootstrap': True},
+        }
+    if develop:
+        dev = dict(env.get('develop') or {})
+        for name, (path, version) in develop.items():
+            dev[name] = {'spec': f'{name}@={version}', 'path': _abs(path, site_dir)}
+        env['develop'] = dev
+    return {'spack': env}
+
+
+def _tree_fingerprint(path):
+    """Cheap fingerprint of a develop source tree (names, sizes, mtimes)."""
+    h = hashlib.sha256()
+    for root, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(('.', 'spack-build')))
+        for f in sorted(files):
+            if f.startswith('spack-build') or f.startswith('.'):
+                continue
+            p = os.path.join(root, f)
+            try:
+                st = os.stat(p)
+            except OSError:
+                continue
+            h.update(f'{os.path.relpath(p, path)}:{st.st_size}:{st.st_mtime_ns}\n'.encode())
+    return h.hexdigest()
+
+
+def _repo_fingerprint(repos):
+    """Package recipes feed concretization: hash our repos' package files and
+    the builtin checkout's HEAD."""
+    h = hashlib.sha256()
+    for name in sorted(repos):
+        path = repos[name]
+        if not isinstance(path, str) or not os.path.isdir(path):
+            continue
+        head = None
+        probe = path
+        for _ in range(4):
+            if os.path.exists(os.path.join(probe, '.git')):
+                head = probe
+                break
+            probe = os.path.dirname(probe)
+        if head:
+            try:
+                out = subprocess.run(['git', '-C', head, 'rev-parse', 'HEAD'],
+                                     capture_output=True, text=True, timeout=30)
+                h.update(f'{name}:{out.stdout.strip()}\n'.encode())
+                continue
+            except (OSError, subprocess.SubprocessError):
+                pass
+        h.update(f'{name}:{_tree_fingerprint(path)}\n'.encode())
+    return h.hexdigest()
+
+
+class SpackError(RuntimeError):
+    pass
+
+
+def _run_spack(spack, args, log):
+    cmd = [spack] + args
+    t0 = time.monotonic()
+    log.write(f'$ {" ".join(cmd)}\n')
+    log.flush()
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True)
+    log.write(proc.stdout)
+    log.write(f'# exit {proc.returncode} after {time.monotonic() - t0:.1f} s\n')
+    log.flush()
+    if proc.returncode != 0:
+        raise SpackError(_excerpt(' '.join(args), proc.stdout, proc.returncode))
+    return proc.stdout
+
+
+def _excerpt(what, output, rc, keep=15):
+    """The lines of Spack's output that say what went wrong."""
+    lines = output.splitlines()
+    idx = [i for i, line in enumerate(lines)
+           if 'Error' in line or 'error:' in line or 'FAILED' in line]
+    if idx:
+        start = max(0, idx[0] - 2)
+        chosen = lines[start:start + keep]
+    else:
+        chosen = lines[-keep:]
+    body = '\n'.join('    ' + line for line in chosen)
+    return f'spack {what} failed (exit {rc}):\n{body}'
+
+
+def ensure(args):
+    t_start = time.monotonic()
+    develop = {}
+    for item in args.develop or []:
+        name, _, rest = item.partition('=')
+        path, _, version = rest.rpartition('@')
+        develop[name] = (path, version)
+    composed = compose(args.site_env, args.site_dir, args.spec, develop,
+                       args.install_tree, args.builtin_repo, args.source_mirror,
+                       args.bootstrap_mirror)
+    env_dir = args.env_dir
+    os.makedirs(env_dir, exist_ok=True)
+    text = yaml.safe_dump(composed, sort_keys=True)
+    inputs = hashlib.sha256(
+        (text + _repo_fingerprint(composed['spack']['repos'])).encode()).hexdigest()
+    stamp_path = os.path.join(env_dir, STAMP)
+    try:
+        with open(stamp_path) as fp:
+            stamp = json.load(fp)
+    except (OSError, ValueError):
+        stamp = {}
+
+    log_path = os.path.join(args.out, 'spack-commands.log')
+    os.makedirs(args.out, exist_ok=True)
+    report = {'env_dir': env_dir, 'specs': args.spec, 'concretized': False,
+              'installed': False}
+    with open(log_path, 'a') as log:
+        lock = os.path.join(env_dir, 'spack.lock')
+        if stamp.get('inputs') != inputs or not os.path.exists(lock):
+            # Write to a temporary name first: an interrupted run must not
+            # leave a half-written spack.yaml behind.
+            tmp = os.path.join(env_dir, 'spack.yaml.tmp')
+            with open(tmp, 'w') as fp:
+                fp.write('# Composed by hpc-health from the site files; '
+                         'rewritten when they change.\n')
+                fp.write(text)
+            os.replace(tmp, os.path.join(env_dir, 'spack.yaml'))
+            _run_spack(args.spack, ['-e', env_dir, 'concretize', '-f'], log)
+            report['concretized'] = True
+            stamp = {'inputs': inputs}
+        lock_hash = _file_hash(lock)
+        dev_fp = {n: _tree_fingerprint(_abs(p, args.site_dir)) for n, (p, _) in develop.items()}
+        prefixes = stamp.get('prefixes') or {}
+        up_to_date = (stamp.get('lock') == lock_hash and stamp.get('develop') == dev_fp
+                      and prefixes and all(os.path.isdir(p) for p in prefixes.values()))
+        if not up_to_date:
+            _run_spack(args.spack, ['-e', env_dir, 'install', '--fail-fast'], log)
+            report['installed'] = True
+            prefixes = {}
+            for spec in args.spec:
+                name = spec.split('@')[0].split('+')[0].split('~')[0].split()[0]
+                out = _run_spack(args.spack, ['-e', env_dir, 'location', '-i', name], log)
+                prefixes[name] = out.strip().splitlines()[-1]
+            stamp.update({'lock': lock_hash, 'develop': dev_fp, 'prefixes': prefixes})
+            tmp = stamp_path + '.tmp'
+            with open(tmp, 'w') as fp:
+                json.dump(stamp, fp, indent=1)
+            os.replace(tmp, stamp_path)
+    shutil.copy(lock, os.path.join(args.out, 'spack.lock'))
+    report['prefixes'] = prefixes
+    report['hashes'] = _root_hashes(lock)
+    report['seconds'] = round(time.monotonic() - t_start, 2)
+    with open(os.path.join(args.out, 'spack-build.json'), 'w') as fp:
+        json.dump(report, fp, indent=1)
+    print(f'hpc-health: Spack environment {env_dir}: '
+          f'concretize {"ran" if report["concretized"] else "skipped (inputs unchanged)"}, '
+          f'install {"ran" if report["installed"] else "skipped (already installed)"}, '
+          f'{report["seconds"]} s')
+    for name, h in report['hashes'].items():
+        print(f'hpc-health: {name} /{h[:7]} -> {prefixes.get(name.split("@")[0], "?")}')
+
+
+def _file_hash(path):
+    with open(path, 'rb') as fp:
+        return hashlib.sha256(fp.read()).hexdigest()
+
+
+def _root_hashes(lock):
+    """Root specs of the lock and their DAG hashes."""
+    try:
+        with open(lock) as fp:
+            data = json.load(fp)
+        return {r['spec']: r['hash'] for r in data.get('roots', [])}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest='cmd', required=True)
+    e = sub.add_parser('ensure', help='concretize/install only what changed')
+    e.add_argument('--spack', required=True)
+    e.add_argument('--env-dir', required=True)
+    e.add_argument('--site-env', required=True)
+    e.add_argument('--site-dir', required=True)
+    e.add_argument('--spec', action='append', required=True)
+    e.add_argument('--develop', action='append', help='NAME=PATH@VERSION')
+    e.add_argument('--install-tree')
+    e.add_argument('--builtin-repo')
+    e.add_argument('--source-mirror')
+    e.add_argument('--bootstrap-mirror')
+    e.add_argument('--out', required=True, help='where the lock and prefixes are copied')
+    args = p.parse_args(argv)
+    try:
+        ensure(args)
+    except SpackError as err:
+        print(f'hpc-health: {err}', file=sys.stderr)
+        return 1
+    except (OSError, yaml.YAMLError) as err:
+        print(f'hpc-health: Spack environment error: {err}', file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
