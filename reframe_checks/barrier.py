@@ -32,10 +32,13 @@ class BarrierLatency(KernelRun):
     """Median barrier time per communicator size, p90 on the whole
     allocation, and MPI_Init time."""
 
-    #: Timed and warm-up barriers per communicator size (site settings
-    #: ``kernels.barrier_iters`` / ``kernels.barrier_warmup`` override).
-    iters = variable(int, value=2000)
-    warmup = variable(int, value=200)
+    #: Timed and warm-up barriers per communicator size.  Unset: the site
+    #: settings ``kernels.barrier_iters`` / ``kernels.barrier_warmup``, else
+    #: 2000 and 200.
+    #:
+    #: :type: :class:`int` or :obj:`None`
+    iters = variable(int, type(None), value=None)
+    warmup = variable(int, type(None), value=None)
 
     program = 'barrier'
     parser = staticmethod(parse_barrier)
@@ -45,8 +48,10 @@ class BarrierLatency(KernelRun):
     @run_before('run')
     def set_options(self):
         cfg = site.section(self, 'kernels')
-        self.iters = int(cfg.get('barrier_iters', self.iters))
-        self.warmup = int(cfg.get('barrier_warmup', self.warmup))
+        if self.iters is None:
+            self.iters = int(cfg.get('barrier_iters', 2000))
+        if self.warmup is None:
+            self.warmup = int(cfg.get('barrier_warmup', 200))
         self.executable_opts = ['--iters', str(self.iters),
                                 '--warmup', str(self.warmup), '--json']
 

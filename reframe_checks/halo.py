@@ -29,15 +29,18 @@ class HaloExchange(KernelRun):
     strategy = parameter(['BSBR', 'SERE', 'ISBR', 'ISIR', 'IRIS'])
 
     #: Message sizes in bytes; each one is a performance variable
-    #: ``time_<size>``.  Site setting ``kernels.halo_sizes`` overrides.
+    #: ``time_<size>``.  Unset: the site setting ``kernels.halo_sizes``, else
+    #: 8 B, 4 KiB, 64 KiB and 1 MiB.
     #:
-    #: :type: :class:`List[int]`
-    sizes = variable(typ.List[int], value=[8, 4096, 65536, 1048576])
+    #: :type: :class:`List[int]` or :obj:`None`
+    sizes = variable(typ.List[int], type(None), value=None)
 
-    #: Timed and warm-up iterations (site settings ``kernels.halo_iters`` and
-    #: ``kernels.halo_warmup`` override).
-    iters = variable(int, value=200)
-    warmup = variable(int, value=20)
+    #: Timed and warm-up iterations.  Unset: the site settings
+    #: ``kernels.halo_iters`` / ``kernels.halo_warmup``, else 200 and 20.
+    #:
+    #: :type: :class:`int` or :obj:`None`
+    iters = variable(int, type(None), value=None)
+    warmup = variable(int, type(None), value=None)
 
     program = 'halo'
     parser = staticmethod(parse_halo)
@@ -47,9 +50,12 @@ class HaloExchange(KernelRun):
     @run_before('run')
     def set_options(self):
         cfg = site.section(self, 'kernels')
-        self.sizes = [int(s) for s in cfg.get('halo_sizes', self.sizes)]
-        self.iters = int(cfg.get('halo_iters', self.iters))
-        self.warmup = int(cfg.get('halo_warmup', self.warmup))
+        if self.sizes is None:
+            self.sizes = [int(s) for s in cfg.get('halo_sizes', [8, 4096, 65536, 1048576])]
+        if self.iters is None:
+            self.iters = int(cfg.get('halo_iters', 200))
+        if self.warmup is None:
+            self.warmup = int(cfg.get('halo_warmup', 20))
         self.executable_opts = [
             '--dims', str(self.dims), '--strategy', self.strategy,
             '--sizes', ','.join(str(s) for s in self.sizes),

@@ -1,0 +1,38 @@
+"""A throw-away copy of the project's data folders for end-to-end tests.
+
+Checks, kernels and our Spack repo are linked (read only); site folders and
+reference files are copied so a test can break them without touching the
+checkout, and the results store lives in the test's temporary directory.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def make_root(tmp_path, sites=("local",), references=True):
+    root = tmp_path / "root"
+    root.mkdir()
+    for name in ("reframe_checks", "kernels", "spack_repo"):
+        (root / name).symlink_to(REPO / name)
+    (root / "site_configs").mkdir()
+    for s in sites:
+        shutil.copytree(REPO / "site_configs" / s, root / "site_configs" / s)
+    (root / "reference").mkdir()
+    if references:
+        for s in sites:
+            src = REPO / "reference" / f"{s}.yaml"
+            if src.exists():
+                shutil.copy(src, root / "reference" / src.name)
+    return root
+
+
+def hpc_health(root, *args, timeout=900):
+    env = dict(os.environ, HPC_HEALTH_ROOT=str(root),
+               HPC_HEALTH_STORE=str(root.parent / "store"))
+    return subprocess.run([sys.executable, "-m", "hpc_health", *args],
+                          capture_output=True, text=True, timeout=timeout, env=env)
