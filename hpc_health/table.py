@@ -52,7 +52,7 @@ def render(verdicts, show_reasons=True):
         lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     if show_reasons:
         notes = [(v.measurement.check, v.verdict, v.reason) for v in verdicts
-                 if v.verdict not in ("PASS",) and v.reason]
+                 if v.verdict not in ("PASS", "NO-REFERENCE") and v.reason]
         seen = set()
         for check, verdict, reason in notes:
             if (check, reason) in seen:
