@@ -1,0 +1,71 @@
+"""Helpers for tests that build and run our MPI kernels on this machine.
+
+The API is deliberately small because several test files use it:
+
+``missing_tools()``
+    names of the programs (mpicc, mpirun, cmake) not on PATH; a test skips
+    with these names when the list is not empty.
+``mpi_env(base=None)``
+    an environment for ``mpirun``: allowed to run as root and to start more
+    ranks than there are cores.
+``build_kernels(build_dir)``
+    configure, build and install ``kernels/`` with CMake under *build_dir*;
+    returns the ``bin`` directory holding ``halo`` and ``barrier``.
+"""
+
+import os
+import pathlib
+import shutil
+import subprocess
+
+KERNELS_DIR = pathlib.Path(__file__).resolve().parent.parent / "kernels"
+
+_TOOLS = ("mpicc", "mpirun", "cmake")
+
+
+def missing_tools():
+    """Names of the tools needed to build and run the kernels that are not on PATH."""
+    return [tool for tool in _TOOLS if shutil.which(tool) is None]
+
+
+def mpi_env(base=None):
+    """Return a copy of *base* (default: ``os.environ``) set up for Open MPI's mpirun."""
+    env = dict(os.environ if base is None else base)
+    env.update({
+        # CI containers and this development machine run as root.
+        "OMPI_ALLOW_RUN_AS_ROOT": "1",
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+        # Tests start 3 to 6 ranks on 2 cores.
+        "OMPI_MCA_rmaps_base_oversubscribe": "1",
+        # Concurrent test runs would otherwise pin their ranks to the same
+        # cores and wait for each other.
+        "OMPI_MCA_hwloc_base_binding_policy": "none",
+    })
+    return env
+
+
+def build_kernels(build_dir):
+    """Build and install the kernels under *build_dir*; return the bin directory.
+
+    The CMake output goes to ``<build_dir>/build.log`` (named in the error
+    when a step fails).  Raises ``RuntimeError`` when a step fails.
+    """
+    build_dir = pathlib.Path(build_dir)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    objdir = build_dir / "build"
+    prefix = build_dir / "install"
+    log = build_dir / "build.log"
+    steps = [
+        ["cmake", "-S", str(KERNELS_DIR), "-B", str(objdir),
+         "-DCMAKE_BUILD_TYPE=Release", f"-DCMAKE_INSTALL_PREFIX={prefix}"],
+        ["cmake", "--build", str(objdir), "--parallel", "2"],
+        ["cmake", "--install", str(objdir)],
+    ]
+    with open(log, "w") as out:
+        for cmd in steps:
+            out.write("$ " + " ".join(cmd) + "\n")
+            out.flush()
+            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
+            if proc.returncode != 0:
+                raise RuntimeError(f"kernels build step failed ({' '.join(cmd)}); see {log}")
+    return prefix / "bin"
