@@ -59,6 +59,23 @@ def testcases(report):
     return list(last.values())
 
 
+SAMPLES_FILE = "hpc-health-samples.json"
+
+
+def case_samples(tc):
+    """Samples a check kept for its performance variables (see
+    reframe_checks/healthlib/samples.py); {} when it kept none."""
+    outdir = tc.get("outputdir")
+    if not outdir:
+        return {}
+    try:
+        with open(f"{outdir}/{SAMPLES_FILE}") as fp:
+            data = json.load(fp)
+    except (OSError, ValueError):
+        return {}
+    return {k: [float(x) for x in v] for k, v in data.items() if isinstance(v, list)}
+
+
 def measurements(report):
     out = []
     for tc in testcases(report):
@@ -76,13 +93,15 @@ def measurements(report):
         if not perf:
             out.append(Measurement(variable=None, **base))
             continue
+        samples = case_samples(tc)
         for key, vals in perf.items():
             value, ref, lower, upper, unit = vals[:5]
             no_ref = (ref == 0 and lower is None and upper is None)
             out.append(Measurement(
                 variable=key.split(":")[-1],
                 value=_num(value), unit=unit or "",
-                ref=None if no_ref else ref, lower=lower, upper=upper, **base))
+                ref=None if no_ref else ref, lower=lower, upper=upper,
+                samples=samples.get(key.split(":")[-1], []), **base))
     return out
 
 

@@ -109,8 +109,10 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
     finally:
         log.close()
 
+    spack = store.collect_spack_records(run_dir)
+    stack, stack_hash = store.software_stack(spack)
     meta.update(finished=_now(), reframe_exit_code=proc.returncode,
-                interrupted=interrupted, spack=store.collect_spack_records(run_dir))
+                interrupted=interrupted, spack=spack, stack=stack, stack_hash=stack_hash)
     if not report_path.exists():
         meta["exit_code"] = EXIT_INTERRUPTED if interrupted else EXIT_USAGE
         store.write_json(run_dir / "run.json", meta)

@@ -3,6 +3,7 @@ report (the data) and ``run.json`` (our provenance: site, software stack,
 nodes, time).  Everything that reads results reads from here; nothing
 re-runs a benchmark to answer a question about the past."""
 
+import hashlib
 import json
 import os
 import socket
@@ -55,6 +56,29 @@ def base_provenance(site):
         "reframe": reframe.VERSION,
         "suite_commit": git_state(paths.repo_root()),
     }
+
+
+def _first_line(cmd):
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    text = (out.stdout or out.stderr).strip()
+    return text.splitlines()[0] if text else None
+
+
+def software_stack(spack_records):
+    """What the figures were measured with, and its hash: a change of hash
+    between two runs is the first suspect for a change of figures."""
+    import platform
+    stack = {
+        "kernel": platform.release(),
+        "mpirun": _first_line(["mpirun", "--version"]),
+        "mpicc": _first_line(["mpicc", "--version"]),
+        "spack": {k: v.get("hashes", {}) for k, v in sorted(spack_records.items())},
+    }
+    digest = hashlib.sha256(json.dumps(stack, sort_keys=True).encode()).hexdigest()
+    return stack, digest[:16]
 
 
 def collect_spack_records(run_dir):

@@ -82,6 +82,11 @@ class BarrierLatency(KernelRun):
     def _stat(self, n, stat):
         return self.parsed()['results'][n][stat]
 
+    def perf_samples(self):
+        res = self.parsed()['results']
+        return {f'median_n{n}': res[n]['samples'] for n in comm_sizes(self.num_tasks)
+                if n > 1 and n in res}
+
     @sn.deferrable
     def _init_time(self):
         return self.parsed()['mpi_init_s']

@@ -14,13 +14,15 @@ from reframe.core.builtins import (parameter, run_before, sanity_function,
 
 from healthlib import site
 from healthlib.kernels import KernelRun
+from healthlib.samples import median
 from hpc_health.parsers.kernels import parse_halo
 from hpc_health.units import size_label
 
 
 @rfm.simple_test
 class HaloExchange(KernelRun):
-    """Time per exchange (max over ranks) for each message size."""
+    """Time per exchange (max over ranks; median of the repetitions) for each
+    message size."""
 
     #: Dimensions of the process grid.
     dims = parameter([1, 2, 3])
@@ -42,6 +44,13 @@ class HaloExchange(KernelRun):
     iters = variable(int, type(None), value=None)
     warmup = variable(int, type(None), value=None)
 
+    #: Repetitions of the measurement in one run; each is one sample, and
+    #: ``time_<size>`` is their median.  Unset: site setting
+    #: ``kernels.halo_samples``, else 5.
+    #:
+    #: :type: :class:`int` or :obj:`None`
+    samples = variable(int, type(None), value=None)
+
     program = 'halo'
     parser = staticmethod(parse_halo)
     tags = {'kernels', 'mpi', 'halo'}
@@ -56,10 +65,13 @@ class HaloExchange(KernelRun):
             self.iters = int(cfg.get('halo_iters', 200))
         if self.warmup is None:
             self.warmup = int(cfg.get('halo_warmup', 20))
+        if self.samples is None:
+            self.samples = int(cfg.get('halo_samples', 5))
         self.executable_opts = [
             '--dims', str(self.dims), '--strategy', self.strategy,
             '--sizes', ','.join(str(s) for s in self.sizes),
-            '--iters', str(self.iters), '--warmup', str(self.warmup), '--json',
+            '--iters', str(self.iters), '--warmup', str(self.warmup),
+            '--samples', str(self.samples), '--json',
         ]
 
     @sanity_function
@@ -84,4 +96,8 @@ class HaloExchange(KernelRun):
 
     @sn.deferrable
     def _time_at(self, size):
-        return self.parsed()['results'][self.strategy][size]['max']
+        return median(self.parsed()['results'][self.strategy][size]['samples'])
+
+    def perf_samples(self):
+        res = self.parsed()['results'][self.strategy]
+        return {f'time_{size_label(s)}': res[s]['samples'] for s in self.sizes}

@@ -210,7 +210,20 @@ def test_parse_halo_ignores_launcher_noise(halo_output):
     assert clean["grid"] == [2] and clean["errors"] == 0
     assert set(clean["results"]) == set(STRATEGIES)
     assert all(set(v) == {8, 4096} for v in clean["results"].values())
-    assert set(clean["results"]["SERE"][8]) == {"min", "mean", "max"}
+    assert set(clean["results"]["SERE"][8]) == {"min", "mean", "max", "samples"}
+    assert clean["results"]["SERE"][8]["samples"] == [clean["results"]["SERE"][8]["max"]]
+
+
+def test_halo_samples_are_one_per_repetition(bindir):
+    out = parse_halo(ok(mpirun(bindir, 3, "halo", "--strategy", "ISIR", "--sizes", "8,1000",
+                               "--warmup", 1, "--iters", 5, "--samples", 4, "--json")).stdout)
+    for size in (8, 1000):
+        r = out["results"]["ISIR"][size]
+        assert len(r["samples"]) == 4 and all(x > 0 for x in r["samples"])
+        # A sample is the max over ranks of one repetition; the summary max is
+        # over ranks of each rank's mean of all repetitions, so it can never
+        # exceed the mean of the samples (max of means <= mean of maxes).
+        assert r["max"] <= sum(r["samples"]) / 4 + 1e-3
 
 
 def test_parse_barrier_ignores_launcher_noise(barrier_outputs):
@@ -218,7 +231,12 @@ def test_parse_barrier_ignores_launcher_noise(barrier_outputs):
     clean = parse_barrier(text)
     assert parse_barrier(NOISE_BEFORE + text + NOISE_AFTER) == clean
     assert set(clean) == {"ranks", "mpi_init_s", "results"}
-    assert set(clean["results"][4]) == {"min", "median", "p90", "max"}
+    assert set(clean["results"][4]) == {"min", "median", "p90", "max", "samples"}
+    for stats in clean["results"].values():
+        # Five consecutive batches of 50 calls: each batch median lies
+        # within the range of all calls.
+        assert len(stats["samples"]) == 5
+        assert all(stats["min"] <= b <= stats["max"] for b in stats["samples"])
 
 
 @pytest.mark.parametrize("cut", [0.3, 0.6, 0.95])

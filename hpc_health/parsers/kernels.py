@@ -71,12 +71,22 @@ def _times(entry, where, names):
     return {name: _number(times, name, f"{where} time_us") for name in names}
 
 
+def _samples(entry, key, where, fallback):
+    """Optional per-repetition samples; a document without them (one
+    repetition) yields the single summary figure as its only sample."""
+    if key not in entry:
+        return [fallback]
+    values = _list(entry, key, where)
+    return [_number({key: v}, key, where) for v in values]
+
+
 def parse_halo(text):
     """Parse ``halo --json`` output.
 
     Returns ``{"ranks", "dims", "grid", "verification", "errors", "results"}``
-    where ``results[strategy][size_bytes]`` is ``{"min", "mean", "max"}`` in
-    microseconds per exchange.
+    where ``results[strategy][size_bytes]`` is ``{"min", "mean", "max",
+    "samples"}`` in microseconds per exchange; ``samples`` holds the max over
+    ranks of each repetition (``--samples``).
     """
     doc = _find_document(text, "halo")
     where = "halo output"
@@ -107,7 +117,9 @@ def parse_halo(text):
         size = _int(entry, "size_bytes", at, 1)
         if size in results.get(strategy, {}):
             raise ParseError(f"{at}: {strategy} at {size} bytes appears twice")
-        results.setdefault(strategy, {})[size] = _times(entry, at, ("min", "mean", "max"))
+        times = _times(entry, at, ("min", "mean", "max"))
+        times["samples"] = _samples(entry, "samples_max_us", at, times["max"])
+        results.setdefault(strategy, {})[size] = times
 
     return {
         "ranks": ranks,
@@ -123,8 +135,9 @@ def parse_barrier(text):
     """Parse ``barrier --json`` output.
 
     Returns ``{"ranks", "mpi_init_s", "results"}`` where
-    ``results[comm_size]`` is ``{"min", "median", "p90", "max"}`` in
-    microseconds per barrier call.
+    ``results[comm_size]`` is ``{"min", "median", "p90", "max", "samples"}``
+    in microseconds per barrier call; ``samples`` are the medians of
+    consecutive batches of calls.
     """
     doc = _find_document(text, "barrier")
     where = "barrier output"
@@ -141,6 +154,8 @@ def parse_barrier(text):
             raise ParseError(f"{at}: comm_size {size} exceeds the {ranks} ranks")
         if size in results:
             raise ParseError(f"{at}: comm_size {size} appears twice")
-        results[size] = _times(entry, at, ("min", "median", "p90", "max"))
+        times = _times(entry, at, ("min", "median", "p90", "max"))
+        times["samples"] = _samples(entry, "batch_medians_us", at, times["median"])
+        results[size] = times
 
     return {"ranks": ranks, "mpi_init_s": mpi_init_s, "results": results}

@@ -81,19 +81,40 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The timed calls are cut into this many consecutive batches whose medians
+ * are reported as samples: a verdict then compares distributions, and a
+ * disturbance during part of the run shows as one odd batch. */
+#define BATCHES 5
+
 struct stats {
     int comm_size;
     double min, median, p90, max; /* microseconds */
+    int nbatch;
+    double batch[BATCHES];        /* median of each batch, microseconds */
 };
+
+static double median_sorted(const double *t, long n)
+{
+    return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
 
 /* Sorts t in place.  p90 is the nearest-rank percentile: the ceil(0.9 n)-th
  * smallest value, always one of the measured times. */
 static void summarise(double *t, long n, struct stats *s)
 {
+    /* Batches first: sorting each slice in place keeps every value in it,
+     * and the whole array is sorted afterwards anyway. */
+    s->nbatch = n >= BATCHES ? BATCHES : 1;
+    for (int b = 0; b < s->nbatch; b++) {
+        long lo = n * b / s->nbatch, hi = n * (b + 1) / s->nbatch;
+
+        qsort(t + lo, (size_t)(hi - lo), sizeof *t, cmp_double);
+        s->batch[b] = median_sorted(t + lo, hi - lo) * 1e6;
+    }
     qsort(t, (size_t)n, sizeof *t, cmp_double);
     s->min = t[0] * 1e6;
     s->max = t[n - 1] * 1e6;
-    s->median = (n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2) * 1e6;
+    s->median = median_sorted(t, n) * 1e6;
     s->p90 = t[(9 * n + 9) / 10 - 1] * 1e6;
 }
 
@@ -179,9 +200,14 @@ int main(int argc, char **argv)
             printf("{\"program\":\"barrier\",\"version\":\"%s\",\"ranks\":%d,\"warmup\":%ld,\"iters\":%ld,"
                    "\"mpi_init_s\":%.6f,\"results\":[\n",
                    BARRIER_VERSION, nranks, o.warmup, o.iters, init_max);
-            for (int k = 0; k < nsizes; k++)
-                printf("{\"comm_size\":%d,\"time_us\":{\"min\":%.4f,\"median\":%.4f,\"p90\":%.4f,\"max\":%.4f}}%s\n",
-                       st[k].comm_size, st[k].min, st[k].median, st[k].p90, st[k].max, k == nsizes - 1 ? "" : ",");
+            for (int k = 0; k < nsizes; k++) {
+                printf("{\"comm_size\":%d,\"time_us\":{\"min\":%.4f,\"median\":%.4f,\"p90\":%.4f,\"max\":%.4f},"
+                       "\"batch_medians_us\":[",
+                       st[k].comm_size, st[k].min, st[k].median, st[k].p90, st[k].max);
+                for (int b = 0; b < st[k].nbatch; b++)
+                    printf("%s%.4f", b ? "," : "", st[k].batch[b]);
+                printf("]}%s\n", k == nsizes - 1 ? "" : ",");
+            }
             printf("]}\n");
         } else {
             printf("# barrier %s: %d ranks, warmup %ld, iters %ld\n", BARRIER_VERSION, nranks, o.warmup, o.iters);

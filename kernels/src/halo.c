@@ -19,6 +19,7 @@
 #define MAX_DIMS 3
 #define MAX_SIDES (2 * MAX_DIMS)
 #define MAX_SIZES 64
+#define MAX_SAMPLES 64
 /* MPI counts are ints; 1 GiB keeps every count well inside that. */
 #define MAX_SIZE_BYTES (1L << 30)
 #define MAX_ITERS 100000000L
@@ -44,6 +45,7 @@ struct options {
     long size[MAX_SIZES];
     long warmup;
     long iters;
+    long samples;
     int json;
     int corrupt_rank; /* -1: no corruption */
 };
@@ -53,7 +55,7 @@ enum { PARSE_OK, PARSE_HELP, PARSE_ERROR };
 static void usage(FILE *f)
 {
     fputs("usage: halo [--dims N] [--strategy LIST|all] [--sizes LIST] [--warmup N]\n"
-          "            [--iters N] [--json] [--corrupt-one-byte[=RANK]] [--help]\n"
+          "            [--iters N] [--samples K] [--json] [--corrupt-one-byte[=RANK]] [--help]\n"
           "\n"
           "Nearest-neighbour exchange on a periodic Cartesian grid of all ranks; every\n"
           "rank exchanges one message with each of its 2*N neighbours per exchange.\n"
@@ -64,6 +66,8 @@ static void usage(FILE *f)
           "                    (default 8,32,128,512,2048,8192,32768,131072,524288,1048576)\n"
           "  --warmup N        untimed exchanges per strategy and size, >= 0 (default 10)\n"
           "  --iters N         timed exchanges per strategy and size, >= 1 (default 100)\n"
+          "  --samples K       repeat warm-up and timed exchanges K times, 1..64 (default 1);\n"
+          "                    the JSON holds one max-over-ranks time per repetition\n"
           "  --json            print one JSON document on stdout instead of a table\n"
           "  --corrupt-one-byte[=RANK]\n"
           "                    TEST ONLY: flip one received byte on RANK (default 0) in the\n"
@@ -156,6 +160,7 @@ static int parse_options(int argc, char **argv, int nranks, struct options *o, c
         o->size[o->nsizes++] = default_sizes[k];
     o->warmup = 10;
     o->iters = 100;
+    o->samples = 1;
     o->corrupt_rank = -1;
 
     for (int i = 1; i < argc; i++) {
@@ -192,6 +197,11 @@ static int parse_options(int argc, char **argv, int nranks, struct options *o, c
             continue;
         }
         if ((r = hh_long_option(argc, argv, &i, "--iters", 1, MAX_ITERS, &o->iters, err, errlen)) != 0) {
+            if (r < 0)
+                return PARSE_ERROR;
+            continue;
+        }
+        if ((r = hh_long_option(argc, argv, &i, "--samples", 1, MAX_SAMPLES, &o->samples, err, errlen)) != 0) {
             if (r < 0)
                 return PARSE_ERROR;
             continue;
@@ -479,7 +489,8 @@ static double run_case(struct grid *g, int strategy, int size, const struct opti
 }
 
 struct result {
-    double min, mean, max; /* microseconds */
+    double min, mean, max;       /* microseconds, over ranks of the per-rank mean */
+    double sample[MAX_SAMPLES];  /* max over ranks, one per repetition */
 };
 
 static void print_table(const struct options *o, const struct grid *g, int nranks, struct result res[][MAX_SIZES],
@@ -510,9 +521,14 @@ static void print_json(const struct options *o, const struct grid *g, int nranks
            o->warmup, o->iters, errors ? "failed" : "passed", errors);
     for (int s = 0; s < o->nstrategies; s++)
         for (int z = 0; z < o->nsizes; z++)
-            printf("{\"strategy\":\"%s\",\"size_bytes\":%ld,\"time_us\":{\"min\":%.4f,\"mean\":%.4f,\"max\":%.4f}}%s\n",
-                   strategy_name[o->strategy[s]], o->size[z], res[s][z].min, res[s][z].mean, res[s][z].max,
-                   (s == o->nstrategies - 1 && z == o->nsizes - 1) ? "" : ",");
+        {
+            printf("{\"strategy\":\"%s\",\"size_bytes\":%ld,\"time_us\":{\"min\":%.4f,\"mean\":%.4f,\"max\":%.4f},"
+                   "\"samples_max_us\":[",
+                   strategy_name[o->strategy[s]], o->size[z], res[s][z].min, res[s][z].mean, res[s][z].max);
+            for (long k = 0; k < o->samples; k++)
+                printf("%s%.4f", k ? "," : "", res[s][z].sample[k]);
+            printf("]}%s\n", (s == o->nstrategies - 1 && z == o->nsizes - 1) ? "" : ",");
+        }
     printf("]}\n");
 }
 
@@ -580,7 +596,17 @@ int main(int argc, char **argv)
 
     for (int s = 0; s < o.nstrategies; s++)
         for (int z = 0; z < o.nsizes; z++) {
-            double t = run_case(&g, o.strategy[s], (int)o.size[z], &o, &v), tmin, tmax, tsum;
+            double t = 0.0, tmin, tmax, tsum;
+
+            /* Each repetition is one sample; the figures over ranks use the
+             * mean of all repetitions, as with a single long run. */
+            for (long k = 0; k < o.samples; k++) {
+                double tk = run_case(&g, o.strategy[s], (int)o.size[z], &o, &v), kmax;
+
+                MPI_Reduce(&tk, &kmax, 1, MPI_DOUBLE, MPI_MAX, 0, g.comm);
+                res[s][z].sample[k] = kmax * 1e6;
+                t += tk / (double)o.samples;
+            }
 
             MPI_Reduce(&t, &tmin, 1, MPI_DOUBLE, MPI_MIN, 0, g.comm);
             MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, g.comm);

@@ -16,7 +16,12 @@ _SPACKENV = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'spackenv.p
 
 
 def spack_executable(test):
-    return spackenv.find_spack(site.section(test, 'spack').get('spack_root'))
+    """The spack command; in a dry run without Spack, the plain name, so the
+    generated scripts show what a site with Spack would run."""
+    found = spackenv.find_spack(site.section(test, 'spack').get('spack_root'))
+    if found is None and test.is_dry_run():
+        return 'spack'
+    return found
 
 
 def spack_missing_reason():
@@ -24,26 +29,84 @@ def spack_missing_reason():
             'spack.spack_root in the site settings')
 
 
-def ensure_command(test, spack, env_name, specs, develop=None):
-    """Shell command that brings the persistent environment *env_name* of the
-    test's partition and programming environment up to date."""
+def env_dir(test, env_name):
+    """Directory of the persistent environment *env_name* of the test's
+    partition and programming environment."""
     sp = site.section(test, 'spack')
     if not sp.get('environment') or not sp.get('env_dir'):
         raise ValueError('the site settings have no spack.environment/env_dir')
-    env_dir = os.path.join(sp['env_dir'],
-                           f'{test.current_partition.name}-{test.current_environ.name}',
-                           env_name)
+    return os.path.join(sp['env_dir'],
+                        f'{test.current_partition.name}-{test.current_environ.name}',
+                        env_name)
+
+
+def spec_name(spec):
+    return spackenv.spec_name(spec)
+
+
+def ensure_command(test, spack, env_name, specs, develop=None):
+    """Shell command that brings the persistent environment *env_name* of the
+    test's partition and programming environment up to date.
+
+    A Spack failure does not stop the build script: the fixture's sanity
+    check then fails with Spack's own error excerpt as the reason, which
+    ReFrame would otherwise reduce to "build job failed with exit code 1".
+    """
+    env_dir_ = env_dir(test, env_name)
     args = [sys.executable, _SPACKENV, 'ensure', '--spack', spack,
-            '--env-dir', env_dir, '--site-env', sp['environment'],
+            '--env-dir', env_dir_, '--site-env', sp['environment'],
             '--site-dir', site.settings(test)['site_dir'], '--out', '.']
     for spec in specs:
         args += ['--spec', spec]
     for name, where in (develop or {}).items():
         args += ['--develop', f'{name}={where}']
+    sp = site.section(test, 'spack')
     for opt in ('install_tree', 'builtin_repo', 'source_mirror', 'bootstrap_mirror'):
         if sp.get(opt):
             args += [f'--{opt.replace("_", "-")}', sp[opt]]
-    return ' '.join(_quote(a) for a in args)
+    return (' '.join(_quote(a) for a in args) +
+            f' || echo "{_FAILED_MARK} $?"')
+
+
+_FAILED_MARK = 'hpc-health: spackenv failed with exit'
+
+
+def spack_failure(test):
+    """Spack's error excerpt when the ensure command of *test*'s build
+    failed, else None."""
+    out = os.path.join(test.stagedir, sn.evaluate(test.stdout))
+    err = os.path.join(test.stagedir, sn.evaluate(test.stderr))
+    try:
+        with open(out) as fp:
+            if _FAILED_MARK not in fp.read():
+                return None
+        with open(err) as fp:
+            text = fp.read()
+    except OSError:
+        return None
+    # spackenv prints "hpc-health: <what failed>" and the excerpt below it.
+    start = text.find('hpc-health: ')
+    return (text[start:] if start >= 0 else text).strip() or 'spackenv failed (no message)'
+
+
+def _literal(text):
+    # ReFrame formats assertion messages with str.format
+    return text.replace('{', '{{').replace('}', '}}')
+
+
+def site_develop(test, specs):
+    """The site's ``spack.develop`` entries for the packages named in *specs*
+    (a develop entry for a package outside the environment is an error to
+    Spack)."""
+    names = {spec_name(s) for s in specs}
+    dev = site.section(test, 'spack').get('develop') or {}
+    return {name: where for name, where in dev.items() if name in names}
+
+
+def placeholder_prefix(test, env_name, name):
+    """Shell text that finds an installed prefix at job time: what a dry run
+    shows instead of the prefix recorded by a real build."""
+    return f'$(spack -e {_quote(env_dir(test, env_name))} location -i {_quote(name)})'
 
 
 def _quote(arg):
@@ -84,18 +147,25 @@ class SpackBuild(rfm.CompileOnlyRegressionTest):
     def ensure_environment(self):
         spack = spack_executable(self)
         self.skip_if(spack is None, spack_missing_reason())
+        develop = {**site_develop(self, self.spack_specs), **self.spack_develop}
         self.build_system.commands = [
             ensure_command(self, spack, self.spack_env_name, self.spack_specs,
-                           self.spack_develop)
+                           develop)
         ]
 
     @sanity_function
     def environment_ready(self):
-        return sn.assert_found(r'hpc-health: Spack environment', self.stdout)
+        failure = spack_failure(self)
+        return sn.all([
+            sn.assert_true(failure is None, msg=_literal(failure or '')),
+            sn.assert_found(r'hpc-health: Spack environment', self.stdout),
+        ])
 
     def build_record(self):
         with open(os.path.join(self.stagedir, 'spack-build.json')) as fp:
             return json.load(fp)
 
     def prefix(self, name):
+        if self.is_dry_run():
+            return placeholder_prefix(self, self.spack_env_name, name)
         return self.build_record()['prefixes'][name]

@@ -13,6 +13,7 @@ from reframe.core.builtins import (fixture, run_after, run_before,
                                    sanity_function, variable)
 
 from healthlib import builds, site
+from healthlib.samples import PerfSamples
 from hpc_health.parsers import ParseError
 from reframe.core.exceptions import SanityError
 
@@ -67,6 +68,8 @@ class KernelsBuild(rfm.CompileOnlyRegressionTest):
 
     @property
     def bindir(self):
+        if self.method_used.startswith('spack') and self.is_dry_run():
+            return os.path.join(builds.placeholder_prefix(self, _SPEC, _SPEC), 'bin')
         if self.method_used.startswith('spack'):
             with open(os.path.join(self.stagedir, 'spack-build.json')) as fp:
                 import json
@@ -76,12 +79,15 @@ class KernelsBuild(rfm.CompileOnlyRegressionTest):
 
     @sanity_function
     def binaries_built(self):
+        failure = builds.spack_failure(self)
+        if failure:
+            raise SanityError(failure)
         return sn.all([sn.assert_true(os.path.isfile(os.path.join(self.bindir, prog)),
                                       msg=f'{prog} was not built in {self.bindir}')
                        for prog in ('halo', 'barrier')])
 
 
-class KernelRun(site.SiteReferences, rfm.RunOnlyRegressionTest):
+class KernelRun(site.SiteReferences, PerfSamples, rfm.RunOnlyRegressionTest):
     """Base of the checks that run one of our kernels with ``--json``."""
 
     kernels = fixture(KernelsBuild, scope='environment')

@@ -48,6 +48,13 @@ def find_spack(spack_root=None):
     return None
 
 
+def spec_name(spec):
+    """Package name of a root spec: 'ior%gcc@4 +x' -> 'ior'."""
+    import re
+    found = re.match(r'\s*([A-Za-z0-9_][A-Za-z0-9_.-]*)', spec)
+    return found.group(1).split('.')[-1] if found else spec
+
+
 def _abs(path, base):
     path = os.path.expandvars(os.path.expanduser(path))
     return path if os.path.isabs(path) else os.path.normpath(os.path.join(base, path))
@@ -222,7 +229,7 @@ def ensure(args):
             report['installed'] = True
             prefixes = {}
             for spec in args.spec:
-                name = spec.split('@')[0].split('+')[0].split('~')[0].split()[0]
+                name = spec_name(spec)
                 out = _run_spack(args.spack, ['-e', env_dir, 'location', '-i', name], log)
                 prefixes[name] = out.strip().splitlines()[-1]
             stamp.update({'lock': lock_hash, 'develop': dev_fp, 'prefixes': prefixes})

@@ -1,0 +1,45 @@
+"""Several samples of a performance variable from one run.
+
+ReFrame records one value per performance variable; a verdict that compares
+one number with one number cannot tell noise from change.  A check that
+gathers k samples (benchmark repetitions inside its job) returns them from
+:meth:`PerfSamples.perf_samples`; they are written to ``hpc-health-samples.json``,
+which ReFrame copies into the run's output, and ``hpc-health`` judges the
+distribution.  The performance variable itself is the median of the samples.
+"""
+
+import json
+import math
+import os
+import statistics
+
+import reframe as rfm
+from reframe.core.builtins import run_before
+
+SAMPLES_FILE = 'hpc-health-samples.json'
+
+
+class PerfSamples(rfm.RegressionTestPlugin):
+
+    def perf_samples(self):
+        """Performance variable name -> list of samples (override)."""
+        return {}
+
+    @run_before('cleanup')
+    def write_samples(self):
+        if self.is_dry_run():
+            return
+        try:
+            samples = self.perf_samples()
+        except Exception as err:   # noqa: BLE001 - never lose the run over it
+            samples = {'_error': str(err)}
+        clean = {k: [v if math.isfinite(v) else str(v) for v in map(float, vals)]
+                 for k, vals in samples.items() if isinstance(vals, (list, tuple))}
+        with open(os.path.join(self.stagedir, SAMPLES_FILE), 'w') as fp:
+            json.dump(clean, fp)
+        if SAMPLES_FILE not in self.keep_files:
+            self.keep_files = list(self.keep_files) + [SAMPLES_FILE]
+
+
+def median(values):
+    return statistics.median(values)
