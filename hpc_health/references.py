@@ -22,8 +22,11 @@ keys named after tests)::
           runs: [run ids]
           samples: 30
           spread: 0.05              # relative robust spread of all samples
-          between_run_spread: 0.04  # relative spread of per-run medians
+          between_run_spread: 0.04  # relative spread of per-run medians (episodes)
+          within_run_spread: 0.02   # spread of samples inside one run
           stack: 3f2a...            # software-stack hash of the runs
+
+(the noise fields are those of :class:`hpc_health.stats.Reference`)
 
 A malformed file is reported with its file, key path and line.
 """
@@ -36,9 +39,11 @@ from typing import Optional
 from hpc_health import yamlio
 
 PROVENANCE_KEY = "$provenance"
-_PROVENANCE_FIELDS = {"captured": str, "runs": list, "samples": int, "spread": (int, float),
-                      "between_run_spread": (int, float), "stack": str, "note": str,
-                      "floor": (int, float), "cap": (int, float)}
+_NUM = (int, float)
+_PROVENANCE_FIELDS = {"captured": str, "runs": list, "samples": int, "spread": _NUM,
+                      "between_run_spread": _NUM, "between_run_spread_better": _NUM,
+                      "within_run_spread": _NUM, "episode_floor": _NUM, "too_noisy": bool,
+                      "stack": str, "note": str, "floor": _NUM, "cap": _NUM}
 
 
 @dataclass
@@ -207,7 +212,7 @@ def _check_provenance(doc, provenance, tests):
                 if want is None:
                     raise doc.error(kp + [test, key, name],
                                     f"unknown provenance field (known: {', '.join(sorted(_PROVENANCE_FIELDS))})")
-                if not isinstance(value, want) or isinstance(value, bool):
+                if not isinstance(value, want) or (isinstance(value, bool) and want is not bool):
                     raise doc.error(kp + [test, key, name], f"{value!r} has the wrong type")
 
 

@@ -132,7 +132,7 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
 
 
 def judge_report(report, refs=None):
-    return [verdicts.judge(m) for m in results.measurements(report)]
+    return verdicts.judge_all(results.measurements(report), refs)
 
 
 def _now():

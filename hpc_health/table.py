@@ -3,7 +3,7 @@
 import math
 
 COLUMNS = ("check", "partition", "environ", "variable", "value", "reference",
-           "bounds", "dev %", "verdict")
+           "bounds", "dev %", "MDC %", "verdict")
 
 
 def _fmt(x):
@@ -37,8 +37,9 @@ def rows(verdicts):
         m = v.measurement
         unit = f" {m.unit}" if m.unit and m.value is not None else ""
         dev = "-" if v.deviation is None else f"{100 * v.deviation:+.1f}"
+        mdc = "-" if v.mdc is None else f"{100 * v.mdc:.0f}"
         out.append((m.check, m.partition_fullname, m.environ, m.variable or "-",
-                    _fmt(m.value) + unit, _fmt(m.ref), _bounds(m), dev, v.verdict))
+                    _fmt(m.value) + unit, _fmt(m.ref), _bounds(m), dev, mdc, v.verdict))
     return out
 
 

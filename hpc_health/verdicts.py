@@ -1,22 +1,30 @@
 """Verdicts: what a measurement says about the machine's health.
 
-``PASS``, ``DEGRADED`` (worse than the reference beyond its bound),
+``PASS``, ``DEGRADED`` (worse than the reference beyond its bound *and*
+significantly so given the noise the reference was captured with),
 ``IMPROVED`` (better beyond the bound: re-baseline, not a failure), ``FAIL``
 (the build, run or sanity check failed: no trustworthy figure),
 ``NO-REFERENCE`` (a figure nobody has said what to expect of; never a silent
 pass), ``SKIPPED`` (the check could not run here; the reason is given).
 
 Only DEGRADED and FAIL are failures: they make ``hpc-health run`` exit 1.
+The statistics are in :mod:`hpc_health.stats`; this module maps a run's
+measurements onto them, all variables of a run judged together so that false
+alarms are controlled over the run, not per variable.
 """
 
 from dataclasses import dataclass
 from typing import Optional
 
-from hpc_health.stats import direction_of
+from hpc_health import stats
 
 PASS, DEGRADED, IMPROVED, FAIL, NO_REFERENCE, SKIPPED = (
     "PASS", "DEGRADED", "IMPROVED", "FAIL", "NO-REFERENCE", "SKIPPED")
 FAILING = {DEGRADED, FAIL}
+
+# Provenance fields of a reference file that describe its noise.
+_NOISE_FIELDS = ("spread", "between_run_spread", "between_run_spread_better",
+                 "within_run_spread", "episode_floor", "too_noisy")
 
 
 @dataclass
@@ -25,31 +33,60 @@ class Verdict:
     verdict: str
     deviation: Optional[float] = None   # (value - ref) / |ref|
     reason: str = ""
+    mdc: Optional[float] = None         # minimum detectable worsening, fraction
+    p_value: Optional[float] = None
+    method: str = ""                    # "noise" | "bound-only"
 
 
-def judge(m):
-    """Verdict of one measurement against the bounds ReFrame applied."""
+def stats_reference(m, provenance=None):
+    """The reference ReFrame applied (from the report) plus the noise our
+    reference file recorded beside it."""
+    prov = provenance or {}
+    noise = {k: prov[k] for k in _NOISE_FIELDS if k in prov}
+    runs = prov.get("runs")
+    if isinstance(runs, list):
+        runs = len(runs)
+    return stats.Reference(value=m.ref, lower=m.lower, upper=m.upper, unit=m.unit,
+                           n=prov.get("samples"), runs=runs, **noise)
+
+
+def _early(m):
+    """Verdicts that need no statistics."""
     if m.result == "skip":
-        return Verdict(m, SKIPPED, reason=m.fail_reason or "skipped")
+        return Verdict(m, SKIPPED, reason=_first_line(m.fail_reason) or "skipped")
     if m.variable is None or (m.result in ("fail", "abort") and m.fail_phase != "performance"):
         phase = m.fail_phase or m.result
-        return Verdict(m, FAIL, reason=f"{phase}: {_first_line(m.fail_reason)}")
+        return Verdict(m, FAIL, reason=f"{phase}: {_first_line(m.fail_reason) or 'failed'}")
     if m.value is None:
         return Verdict(m, FAIL, reason="no value")
     if m.ref is None:
         return Verdict(m, NO_REFERENCE, reason="no reference for this variable")
-    deviation = (m.value - m.ref) / abs(m.ref)
-    low = None if m.lower is None else m.ref + abs(m.ref) * m.lower
-    high = None if m.upper is None else m.ref + abs(m.ref) * m.upper
-    below = low is not None and m.value < low
-    above = high is not None and m.value > high
-    if not (below or above):
-        return Verdict(m, PASS, deviation)
-    worse = direction_of(m.variable, m.unit)
-    degraded = above if worse == "lower" else below
-    if degraded:
-        return Verdict(m, DEGRADED, deviation, "outside the reference bounds, worse")
-    return Verdict(m, IMPROVED, deviation, "outside the reference bounds, better: re-baseline?")
+    return None
+
+
+def judge_all(measurements, refs=None, alpha=stats.ALPHA):
+    """Verdicts for all measurements of one run.
+
+    *refs* (a :class:`hpc_health.references.ReferenceSet`) supplies the noise
+    recorded with each reference; without it the verdict falls back to the
+    bounds alone and says so.
+    """
+    out = [_early(m) for m in measurements]
+    pending = [i for i, v in enumerate(out) if v is None]
+    items = []
+    for i in pending:
+        m = measurements[i]
+        prov = {}
+        if refs is not None:
+            r = refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable)
+            prov = r.provenance if r is not None else {}
+        direction = stats.direction_of(m.variable, m.unit)
+        items.append((stats_reference(m, prov), m.samples or [m.value], direction))
+    for i, res in zip(pending, stats.decide_many(items, alpha) if items else []):
+        m = measurements[i]
+        out[i] = Verdict(m, res.verdict, deviation=res.deviation, reason=res.reason,
+                         mdc=res.mdc, p_value=res.p_value, method=res.method)
+    return out
 
 
 def exit_code(verdicts):
@@ -58,4 +95,4 @@ def exit_code(verdicts):
 
 def _first_line(text):
     text = (text or "").strip()
-    return text.splitlines()[0] if text else "failed"
+    return text.splitlines()[0] if text else ""
