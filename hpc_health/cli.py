@@ -82,6 +82,153 @@ def report(site, run_id):
     sys.exit(verdicts.exit_code(vs))
 
 
+@cli.group()
+def reference():
+    """Capture and show a site's references."""
+
+
+@reference.command("capture")
+@click.option("--site", default="local", show_default=True)
+@click.option("--partition", "-p", help="Capture this partition only.")
+@click.option("--runs", "nruns", type=click.IntRange(1, 200), help="Measure N new runs.")
+@click.option("--from", "from_runs", multiple=True, metavar="RUN",
+              help="Reuse stored runs instead of measuring (repeatable, or comma-separated).")
+@click.option("--tag", "-t", "tags", multiple=True, help="Only checks with this tag (new runs).")
+@click.option("--write", is_flag=True, help="Write the proposal into reference/<site>.yaml.")
+@click.argument("reframe_args", nargs=-1, type=click.UNPROCESSED)
+def reference_capture(site, partition, nruns, from_runs, tags, write, reframe_args):
+    """Propose references from N new runs or from stored runs.
+
+    value = median of all samples; bounds from the observed noise (episodes
+    between runs included), at least 3 % and at most 50 %.  Prints a diff;
+    writes only with --write.
+    """
+    import io
+    from hpc_health import capture, runner, sites, store
+    s, old = runner.validate(site, partition)
+    if bool(nruns) == bool(from_runs):
+        raise click.UsageError("give either --runs N or --from RUN ...")
+    if from_runs:
+        if reframe_args or tags:
+            raise click.UsageError(f"stored runs are not re-run: unexpected {' '.join(reframe_args or tags)!r} "
+                                   "(give several runs as --from A --from B or --from A,B)")
+        ids = [r for item in from_runs for r in item.split(",") if r]
+        chosen = capture.stored_runs(s.name, ids)
+    else:
+        chosen = []
+        for i in range(nruns):
+            click.echo(f"capture: run {i + 1}/{nruns} ...", err=True)
+            log = io.StringIO()
+            code = runner.run(s.name, partition, tags, reframe_args, out=log)
+            run_dir, meta = store.list_runs(s.name)[-1]
+            click.echo(f"capture: run {i + 1}/{nruns}: {run_dir.name} exit {code} "
+                       f"({meta.get('verdicts', '')})", err=True)
+            if code == runner.EXIT_INTERRUPTED:
+                raise SystemExit(code)
+            chosen.append((run_dir, meta))
+    found = capture.collect([d for d, _ in chosen], partition)
+    if not found:
+        raise ConfigError(store.runs_dir(s.name), "the chosen runs hold no performance figures")
+    proposals = capture.propose(found, [m.get("stack_hash") for _, m in chosen])
+    for line in capture.diff_lines(old, proposals):
+        click.echo(line)
+    if write:
+        data = capture.merge(capture.load_raw(s.reference_file), proposals)
+        capture.write(s.reference_file, data)
+        click.echo(f"wrote {s.reference_file}")
+    else:
+        click.echo("(not written: add --write)")
+
+
+@reference.command("show")
+@click.option("--site", default="local", show_default=True)
+def reference_show(site):
+    """Print a site's references with their provenance."""
+    from hpc_health import runner
+    s, refs = runner.validate(site)
+    if refs is None:
+        raise ConfigError(s.reference_file, "no reference file for this site")
+    for test, (index, data) in refs.tests.items():
+        click.echo(f"{test}  (index: {', '.join(index)})")
+        for path, leaf in _leaves(data, len(index)):
+            var = path[-1]
+            key = "/".join(str(k) for k in path)
+            prov = refs.provenance.get(test, {}).get(key, {})
+            value, lower, upper = leaf[0], leaf[1], leaf[2]
+            unit = leaf[3] if len(leaf) > 3 else ""
+            bounds = f"[{'-inf' if lower is None else f'{100 * lower:+.0f}%'}, " \
+                     f"{'+inf' if upper is None else f'{100 * upper:+.0f}%'}]"
+            info = ", ".join(f"{k} {len(v) if isinstance(v, list) else v}"
+                             for k, v in prov.items() if k in
+                             ("captured", "runs", "samples", "spread", "between_run_spread", "stack"))
+            click.echo(f"  {'/'.join(str(k) for k in path[:-1])}  {var} = {value:g} {unit} "
+                       f"{bounds}  {info or 'no provenance'}")
+
+
+def _leaves(node, depth, path=()):
+    for key, val in node.items():
+        if depth > 0:
+            yield from _leaves(val, depth - 1, path + (key,))
+        else:
+            yield path + (key,), val
+
+
+@cli.command()
+@click.option("--site", default="local", show_default=True)
+@click.option("--check", "-c", required=True, help="Test class or display name.")
+@click.option("--var", "-v", "var", required=True, help="Performance variable.")
+@click.option("--partition", "-p")
+def history(site, check, var, partition):
+    """The series of one variable over the stored runs, with change points."""
+    from hpc_health import history as hist, sites
+    s = sites.load(site)
+    points = hist.series(s.name, check, var, partition)
+    if not points:
+        raise ConfigError(s.dir, f"no stored figure for {check} {var}")
+    by_check = {}
+    for p in points:
+        by_check.setdefault((p["check"], p["partition"]), []).append(p)
+    worst = 0
+    for (name, part), pts in by_check.items():
+        click.echo(f"{name} {var} on {part}")
+        for i, p in enumerate(pts):
+            click.echo(f"  {i:3d}  {p['run']}  {p['started']}  {p['value']:.4g} {p['unit']}"
+                       f"  stack {p['stack'] or '-'}")
+        step = hist.drift(pts)
+        if step:
+            at = pts[step["index"]]
+            click.echo(f"  DEGRADED since run {at['run']} ({at['started']}): "
+                       f"{100 * step['magnitude']:+.1f}% worse, sustained over {step['nights']} run(s)")
+            worst = 1
+        else:
+            click.echo("  no sustained step found")
+    sys.exit(worst)
+
+
+@cli.command()
+@click.argument("a")
+@click.argument("b")
+@click.option("--run-a", help="Run id of A (default: latest).")
+@click.option("--run-b", help="Run id of B (default: latest).")
+def compare(a, b, run_a, run_b):
+    """Put two sites or partitions side by side: A and B are SITE[:PARTITION]."""
+    from hpc_health import history as hist, sites
+    sides = []
+    for spec, rid in ((a, run_a), (b, run_b)):
+        site, _, part = spec.partition(":")
+        s = sites.load(site)
+        run_id, ms = hist.latest_measurements(s.name, part or None, rid)
+        if not ms:
+            raise ConfigError(s.dir, f"no stored run with figures for {spec}")
+        sides.append((spec, run_id, ms))
+    rows = hist.side_by_side(sides[0][2], sides[1][2])
+    click.echo(f"A = {a} (run {sides[0][1]}), B = {b} (run {sides[1][1]})")
+    for check, var, va, vb, unit, ratio, word in rows:
+        click.echo(f"  {check:45s} {var:14s} {va:12.4g} {vb:12.4g} {unit:6s} B/A {ratio:6.3f}  {word}")
+    if not rows:
+        click.echo("  nothing in common")
+
+
 @cli.command()
 @click.argument("kind", type=click.Choice(parsers.names()))
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def make_root(tmp_path, sites=("local",), references=True):
     root = tmp_path / "root"
-    root.mkdir()
+    root.mkdir(parents=True)
     for name in ("reframe_checks", "kernels", "spack_repo"):
         (root / name).symlink_to(REPO / name)
     (root / "site_configs").mkdir()

@@ -1,0 +1,170 @@
+"""``hpc-health reference capture``: propose references from measured runs.
+
+value = median of all samples of all runs; bounds from the observed noise
+(:func:`hpc_health.stats.propose_reference`: between-run episodes included,
+clamped to a documented floor and cap).  The proposal is printed as a diff;
+the file is written only with ``--write``, atomically, and only after the new
+content has been validated by the same loader every run uses.
+"""
+
+import os
+import time
+from collections import OrderedDict
+
+import yaml
+
+from hpc_health import references, results, stats, store
+from hpc_health.errors import ConfigError
+
+
+def _round(x, digits=4):
+    if x is None:
+        return None
+    return float(f"{x:.{digits}g}")
+
+
+def collect(run_dirs, partition=None):
+    """Samples per reference key over the given stored runs.
+
+    Key: (test, index names, index values, variable); the index is
+    ``[$partition, $environ, <parameters in display order>]``.
+    """
+    found = OrderedDict()
+    for run_dir in run_dirs:
+        report = results.load_report(run_dir / "report.json")
+        for m in results.measurements(report):
+            if m.variable is None or m.value is None or m.result in ("skip", "abort"):
+                continue
+            if m.result == "fail" and m.fail_phase != "performance":
+                continue
+            if partition and m.partition != partition:
+                continue
+            names = ("$partition", "$environ", *m.params)
+            values = (m.partition_fullname, m.environ, *m.params.values())
+            key = (m.test, names, values, m.variable)
+            entry = found.setdefault(key, {"unit": m.unit, "runs": [], "samples_by_run": []})
+            entry["runs"].append(run_dir.name)
+            entry["samples_by_run"].append(m.samples or [m.value])
+    return found
+
+
+def propose(found, stack_hashes=()):
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    proposals = OrderedDict()
+    for key, entry in found.items():
+        test, names, values, var = key
+        direction = stats.direction_of(var, entry["unit"])
+        try:
+            ref = stats.propose_reference(entry["samples_by_run"], entry["unit"], direction)
+        except ValueError as err:
+            proposals[key] = {"error": str(err)}
+            continue
+        prov = {"captured": now, "runs": sorted(set(entry["runs"])),
+                "samples": int(sum(len(s) for s in entry["samples_by_run"]))}
+        for name in ("spread", "between_run_spread", "between_run_spread_better",
+                     "within_run_spread", "episode_floor"):
+            value = getattr(ref, name)
+            if value is not None:
+                prov[name] = _round(value)
+        if ref.too_noisy:
+            prov["too_noisy"] = True
+        stacks = sorted(set(h for h in stack_hashes if h))
+        if stacks:
+            prov["stack"] = ",".join(stacks)
+        proposals[key] = {"leaf": [_round(ref.value, 6), _round(ref.lower), _round(ref.upper),
+                                   entry["unit"]], "provenance": prov}
+    return proposals
+
+
+def merge(data, proposals):
+    """Apply proposals to the parsed reference document *data* (in place)."""
+    prov_root = data.setdefault(references.PROVENANCE_KEY, {})
+    for (test, names, values, var), prop in proposals.items():
+        if "leaf" not in prop:
+            continue
+        section = data.setdefault(test, {})
+        if section.get("$index") not in (None, list(names)):
+            # A different index means a different shape: start that test anew
+            # rather than mixing two layouts ReFrame would misread.
+            section.clear()
+            prov_root.pop(test, None)
+        section["$index"] = list(names)
+        node = section
+        for v in values:
+            node = node.setdefault(v, {})
+        node[var] = prop["leaf"]
+        prov_root.setdefault(test, {})["/".join(str(v) for v in values) + "/" + var] = \
+            prop["provenance"]
+    if not prov_root:
+        data.pop(references.PROVENANCE_KEY)
+    # ReFrame reads tests by name; keep $provenance last for people.
+    prov = data.pop(references.PROVENANCE_KEY, None)
+    if prov is not None:
+        data[references.PROVENANCE_KEY] = prov
+    return data
+
+
+def diff_lines(old_refs, proposals):
+    lines = []
+    for (test, names, values, var), prop in proposals.items():
+        path = f"{test} {'/'.join(str(v) for v in values)} {var}"
+        if "error" in prop:
+            lines.append(f"! {path}: {prop['error']}")
+            continue
+        value, lower, upper, unit = prop["leaf"]
+        new = f"{value:g} {unit} [{_pct(lower)}, {_pct(upper)}]"
+        old = None
+        if old_refs is not None:
+            attrs = dict(zip(names[2:], values[2:]))
+            old = old_refs.lookup(test, values[0], values[1], attrs, var)
+        extra = f"(runs {len(prop['provenance']['runs'])}, samples {prop['provenance']['samples']}"
+        if prop["provenance"].get("too_noisy"):
+            extra += ", too noisy: capped"
+        extra += ")"
+        if old is None:
+            lines.append(f"+ {path}: {new} {extra}")
+        else:
+            was = f"{old.value:g} {old.unit} [{_pct(old.lower)}, {_pct(old.upper)}]"
+            mark = "=" if was == new else "~"
+            lines.append(f"{mark} {path}: {was} -> {new} {extra}" if mark == "~"
+                         else f"= {path}: {new} {extra}")
+    return lines
+
+
+def _pct(frac):
+    return "none" if frac is None else f"{100 * frac:+.0f}%"
+
+
+def write(path, data):
+    """Validate, then replace atomically; the old file survives any error."""
+    text = ("# References of this site, captured by `hpc-health reference capture`.\n"
+            "# ReFrame 4.10 external reference format; $provenance is hpc-health's.\n"
+            + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100))
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as fp:
+        fp.write(text)
+        fp.flush()
+        os.fsync(fp.fileno())
+    try:
+        references.load(tmp)
+    except ConfigError:
+        os.unlink(tmp)
+        raise
+    os.replace(tmp, path)
+
+
+def load_raw(path):
+    if not os.path.exists(path):
+        return {}
+    with open(path) as fp:
+        return yaml.safe_load(fp) or {}
+
+
+def stored_runs(site, run_ids):
+    runs = {d.name: (d, meta) for d, meta in store.list_runs(site)}
+    out = []
+    for rid in run_ids:
+        if rid not in runs:
+            raise ConfigError(store.runs_dir(site), f"no stored run {rid!r}")
+        out.append(runs[rid])
+    return out

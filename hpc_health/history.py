@@ -1,0 +1,76 @@
+"""Reading the store across runs: series of one variable, and two sites or
+partitions side by side.  Nothing here re-runs a benchmark."""
+
+from hpc_health import changepoint, results, stats, store
+
+
+def _matches(m, check, var, partition):
+    if m.variable != var or m.value is None:
+        return False
+    if partition and m.partition != partition:
+        return False
+    return check in (m.test, m.check) or m.check.startswith(check + " ")
+
+
+def series(site, check, var, partition=None):
+    """[(run_id, started, check, partition, value, samples)] oldest first."""
+    out = []
+    for run_dir, meta in store.list_runs(site):
+        path = run_dir / "report.json"
+        if not path.exists():
+            continue
+        try:
+            report = results.load_report(path)
+        except Exception:   # noqa: BLE001 - one damaged run must not hide the rest
+            continue
+        for m in results.measurements(report):
+            if _matches(m, check, var, partition):
+                out.append({"run": run_dir.name, "started": meta.get("started", ""),
+                            "check": m.check, "variable": m.variable,
+                            "partition": m.partition_fullname,
+                            "value": m.value, "unit": m.unit,
+                            "samples": m.samples or [m.value], "stack": meta.get("stack_hash")})
+    return out
+
+
+def drift(points, reference=None):
+    """Step degradation over one check's series, or None."""
+    if not points:
+        return None
+    direction = stats.direction_of(points[0]["variable"], points[0]["unit"])
+    values = [p["value"] for p in points]
+    return changepoint.step_degradation(
+        values, [p["started"] for p in points], direction, reference=reference,
+        samples_per_night=max(1, min(len(p["samples"]) for p in points)))
+
+
+def latest_measurements(site, partition=None, run_id=None):
+    runs = [r for r in store.list_runs(site) if (r[0] / "report.json").exists()]
+    if run_id:
+        runs = [r for r in runs if r[0].name == run_id]
+    if not runs:
+        return None, []
+    run_dir, meta = runs[-1]
+    ms = [m for m in results.measurements(results.load_report(run_dir / "report.json"))
+          if m.variable is not None and m.value is not None
+          and (partition is None or m.partition == partition)]
+    return run_dir.name, ms
+
+
+def side_by_side(a, b):
+    """Pair the figures of two runs by check and variable (sites differ in
+    system, partition and environment names, so those are not matched)."""
+    index = {}
+    for m in b:
+        index.setdefault((m.check, m.variable), m)
+    rows = []
+    for m in a:
+        other = index.get((m.check, m.variable))
+        if other is None or not m.value:
+            continue
+        ratio = other.value / m.value
+        direction = stats.direction_of(m.variable, m.unit)
+        better = ratio > 1 if direction == stats.HIGHER else ratio < 1
+        rows.append((m.check, m.variable, m.value, other.value, m.unit, ratio,
+                     "=" if abs(ratio - 1) < 0.005 else ("B better" if better else "B worse")))
+    return rows

@@ -1,0 +1,151 @@
+"""Reference capture, verdicts from stored runs, history and compare, on runs
+built from the recorded 30-run noise series (real measurements)."""
+
+import shutil
+
+import yaml
+
+from hpc_health import references
+from sandbox import hpc_health, make_root
+from store_fixtures import case, series, write_run
+
+TRIAD = series("stream_triad_1t")          # MB/s, higher is better
+LAT = series("osu_latency_4KiB")           # us, lower is better
+
+
+def _runs(root, values_triad, values_lat, start=0, per_run=3, site="local"):
+    """One stored run per `per_run` consecutive samples of each series."""
+    store = root.parent / "store"
+    ids = []
+    for k in range(len(values_triad) // per_run):
+        tri = values_triad[k * per_run:(k + 1) * per_run]
+        lat = values_lat[k * per_run:(k + 1) * per_run]
+        tcs = [case("StreamTriad", "triad", sorted(tri)[1], "MB/s"),
+               case("OsuLatency", "latency_4KiB", sorted(lat)[1], "us",
+                        params={"placement": "intra"})]
+        n = start + k
+        rid = f"20261{(n // 28) + 1:02d}{(n % 28) + 1:02d}T020000Z"
+        write_run(store, site, rid, tcs, started=rid,
+                  samples={0: {"triad": tri}, 1: {"latency_4KiB": lat}})
+        ids.append(rid)
+    return ids
+
+
+def _refs(root):
+    return references.load(root / "reference" / "local.yaml")
+
+
+def test_capture_proposes_median_and_noise_bounds_and_writes_only_when_asked(tmp_path):
+    root = make_root(tmp_path, references=False)
+    ids = _runs(root, TRIAD, LAT)
+    res = hpc_health(root, "reference", "capture", "--site", "local", "--from", ",".join(ids))
+    assert res.returncode == 0, res.stderr
+    assert "+ StreamTriad local:default/gnu-mpi triad:" in res.stdout
+    assert "not written" in res.stdout
+    assert not (root / "reference" / "local.yaml").exists()
+
+    res = hpc_health(root, "reference", "capture", "--site", "local", "--write", "--from", ",".join(ids))
+    assert res.returncode == 0, res.stderr
+    refs = _refs(root)
+    tri = refs.lookup("StreamTriad", "local:default", "gnu-mpi", {}, "triad")
+    assert abs(tri.value - sorted(TRIAD)[15]) / tri.value < 0.02   # median of all samples
+    assert -0.5 <= tri.lower <= -0.03 and 0.03 <= tri.upper <= 0.5
+    assert tri.provenance["samples"] == 30 and len(tri.provenance["runs"]) == 10
+    assert tri.provenance["between_run_spread"] > 0
+    lat = refs.lookup("OsuLatency", "local:default", "gnu-mpi", {"placement": "intra"},
+                      "latency_4KiB")
+    assert lat.unit == "us"
+    # ReFrame reads the same file: the test section has the index it needs.
+    raw = yaml.safe_load((root / "reference" / "local.yaml").read_text())
+    assert raw["OsuLatency"]["$index"] == ["$partition", "$environ", "placement"]
+    assert raw["OsuLatency"]["local:default"]["gnu-mpi"]["intra"]["latency_4KiB"][3] == "us"
+
+    shown = hpc_health(root, "reference", "show", "--site", "local")
+    assert shown.returncode == 0 and "samples 30" in shown.stdout and "runs 10" in shown.stdout
+
+
+def _judge(root, triad_scale, lat_scale, rid):
+    store = root.parent / "store"
+    tri = [v * triad_scale for v in TRIAD[:3]]
+    lat = [v * lat_scale for v in LAT[:3]]
+    refs = _refs(root)
+    t = refs.lookup("StreamTriad", "local:default", "gnu-mpi", {}, "triad")
+    la = refs.lookup("OsuLatency", "local:default", "gnu-mpi", {"placement": "intra"},
+                     "latency_4KiB")
+    tcs = [case("StreamTriad", "triad", sorted(tri)[1], "MB/s",
+                    ref=(t.value, t.lower, t.upper)),
+           case("OsuLatency", "latency_4KiB", sorted(lat)[1], "us",
+                    params={"placement": "intra"}, ref=(la.value, la.lower, la.upper))]
+    write_run(store, "local", rid, tcs, started=rid,
+              samples={0: {"triad": tri}, 1: {"latency_4KiB": lat}})
+    return hpc_health(root, "report", "--site", "local", rid)
+
+
+def test_verdicts_from_captured_references(tmp_path):
+    root = make_root(tmp_path, references=False)
+    ids = _runs(root, TRIAD, LAT)
+    assert hpc_health(root, "reference", "capture", "--write", "--from", ",".join(ids)).returncode == 0
+
+    healthy = _judge(root, 1.0, 1.0, "20270101T000000Z")
+    assert healthy.returncode == 0, healthy.stdout
+    assert "DEGRADED" not in healthy.stdout
+
+    # Bandwidth down 25 %, latency up 25 %: both worse beyond their bounds.
+    sick = _judge(root, 0.75, 1.25, "20270102T000000Z")
+    assert sick.returncode == 1, sick.stdout
+    rows = [line for line in sick.stdout.splitlines() if "DEGRADED" in line]
+    assert any("triad" in r for r in rows) and any("latency_4KiB" in r for r in rows)
+
+    better = _judge(root, 1.6, 1.0, "20270103T000000Z")
+    assert better.returncode == 0
+    assert any("triad" in r and "IMPROVED" in r for r in better.stdout.splitlines())
+
+
+def test_history_reports_a_step_that_stays_inside_the_bounds(tmp_path):
+    root = make_root(tmp_path, references=False)
+    quiet = TRIAD[:15]   # one episode: quiet within itself
+    nights = quiet + [v * 0.9 for v in quiet[:9]]   # -10 % from night 15 on
+    store = root.parent / "store"
+    for n, v in enumerate(nights):
+        rid = f"202611{n + 1:02d}T020000Z"
+        write_run(store, "local", rid, [case("StreamTriad", "triad", v, "MB/s")], started=rid)
+    res = hpc_health(root, "history", "--site", "local", "--check", "StreamTriad", "--var", "triad")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "DEGRADED since run" in res.stdout
+    since = res.stdout.split("DEGRADED since run ")[1].split()[0]
+    assert abs(int(since[6:8]) - 16) <= 2   # the step began on night 16
+
+    flat = make_root(tmp_path / "flat", references=False)
+    for n, v in enumerate(TRIAD):
+        rid = f"202611{n + 1:02d}T020000Z"
+        write_run(flat.parent / "store", "local", rid,
+                  [case("StreamTriad", "triad", v, "MB/s")], started=rid)
+    res = hpc_health(flat, "history", "--site", "local", "--check", "StreamTriad", "--var", "triad")
+    assert res.returncode == 0 and "no sustained step" in res.stdout
+
+
+def test_compare_puts_two_sites_side_by_side(tmp_path):
+    root = make_root(tmp_path, references=False)
+    other = root / "site_configs" / "other"
+    shutil.copytree(root / "site_configs" / "local", other)
+    cfg = other / "site.yaml"
+    cfg.write_text(cfg.read_text().replace("site: local", "site: other"))
+    store = root.parent / "store"
+    write_run(store, "local", "20261101T000000Z",
+              [case("StreamTriad", "triad", 40000.0, "MB/s")], started="a")
+    write_run(store, "other", "20261101T000000Z",
+              [case("StreamTriad", "triad", 30000.0, "MB/s", system="other")], started="a")
+    res = hpc_health(root, "compare", "local", "other")
+    assert res.returncode == 0, res.stderr
+    line = next(x for x in res.stdout.splitlines() if "triad" in x)
+    assert "0.750" in line and "B worse" in line
+
+
+def test_capture_refuses_both_or_neither_source(tmp_path):
+    root = make_root(tmp_path, references=False)
+    res = hpc_health(root, "reference", "capture", "--site", "local")
+    assert res.returncode == 2 and "either --runs N or --from" in res.stderr
+    res = hpc_health(root, "reference", "capture", "--site", "local", "--from", "nope")
+    assert res.returncode == 2 and "no stored run 'nope'" in res.stderr
+    res = hpc_health(root, "reference", "capture", "--site", "local", "--from", "a", "b")
+    assert res.returncode == 2 and "stored runs are not re-run" in res.stderr
