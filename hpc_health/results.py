@@ -10,6 +10,8 @@ from typing import Optional
 from hpc_health.errors import ConfigError
 
 _PARAM = re.compile(r"%([A-Za-z_]\w*)=(\S+)")
+# ReFrame's --distribute adds these to the display name of each copy.
+_DISTRIBUTED = re.compile(r"\s*%\.(part|nid)=(\S+)")
 
 
 @dataclass
@@ -32,6 +34,7 @@ class Measurement:
     params: dict = field(default_factory=dict)
     nodes: list = field(default_factory=list)
     samples: list = field(default_factory=list)
+    node: Optional[str] = None    # the node a --distribute copy was pinned to
 
     @property
     def partition_fullname(self):
@@ -76,18 +79,45 @@ def case_samples(tc):
     return {k: [float(x) for x in v] for k, v in data.items() if isinstance(v, list)}
 
 
+def skip_reason(tc, cases):
+    """Why a case was skipped.  ReFrame 4.10's run report keeps no reason for
+    a skip: our checks keep theirs in the ``skip_reason`` variable, and a
+    case skipped for its dependencies takes the reason of the dependency
+    (a fixture skipped for want of Spack, or failed with Spack's error)."""
+    if tc.get("fail_reason"):
+        return tc["fail_reason"]
+    if tc.get("skip_reason"):
+        return tc["skip_reason"]
+    for dep_name, dep_part, dep_env in tc.get("dependencies_actual") or []:
+        dep = cases.get((dep_name, dep_part, dep_env))
+        if dep is None or dep.get("result") == "pass":
+            continue
+        why = skip_reason(dep, cases) if dep.get("result") == "skip" else (
+            f"{dep.get('fail_phase')}: {dep.get('fail_reason')}")
+        what = "skipped" if dep.get("result") == "skip" else "failed"
+        name = (dep.get("display_name") or dep_name).split()[0]
+        return f"{name} {what}: {why}" if why else f"{name} {what}"
+    return None
+
+
 def measurements(report):
     out = []
+    cases = {(tc.get("unique_name"), f"{tc.get('system')}:{tc.get('partition')}",
+              tc.get("environ")): tc for tc in testcases(report)}
     for tc in testcases(report):
         if tc.get("fixture") and tc.get("result") == "pass":
             continue
         name = tc.get("display_name") or tc.get("name", "?")
+        pinned = dict(m.groups() for m in _DISTRIBUTED.finditer(name))
+        name = _DISTRIBUTED.sub("", name)
         params = {m.group(1): tc.get(m.group(1), _coerce(m.group(2)))
                   for m in _PARAM.finditer(name)}
-        base = dict(test=name.split()[0], check=name, system=tc.get("system", ""),
+        base = dict(test=name.split()[0], check=name, node=pinned.get("nid"),
+                    system=tc.get("system", ""),
                     partition=tc.get("partition", ""), environ=tc.get("environ", ""),
                     result=tc.get("result", ""), fail_phase=tc.get("fail_phase"),
-                    fail_reason=tc.get("fail_reason"), params=params,
+                    fail_reason=(skip_reason(tc, cases) if tc.get("result") == "skip"
+                                 else tc.get("fail_reason")), params=params,
                     nodes=list(tc.get("job_nodelist") or []))
         perf = tc.get("perfvalues") or {}
         if not perf:

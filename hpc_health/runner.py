@@ -51,7 +51,9 @@ def reframe_command(site, partition=None, tags=(), extra=(), list_only=False,
     for t in tags:
         cmd += ["-t", t]
     if per_node:
-        cmd += ["--distribute=all", "-t", "single_node"]
+        # Every node of the partition runs the single-node checks; the
+        # checks confine themselves to one node when per_node is set.
+        cmd += ["--distribute=all", "-t", "single_node", "-S", "per_node=1"]
     if list_only:
         cmd += ["-l"]
     else:
@@ -122,6 +124,8 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
         return meta["exit_code"]
 
     verdict_list = judge_report(results.load_report(report_path), refs)
+    if per_node:
+        verdict_list = verdicts.node_outliers(verdict_list)
     code = EXIT_INTERRUPTED if interrupted else verdicts.exit_code(verdict_list)
     meta.update(exit_code=code, verdicts=table.summary(verdict_list))
     store.write_json(run_dir / "run.json", meta)

@@ -5,9 +5,12 @@ significantly so given the noise the reference was captured with),
 ``IMPROVED`` (better beyond the bound: re-baseline, not a failure), ``FAIL``
 (the build, run or sanity check failed: no trustworthy figure),
 ``NO-REFERENCE`` (a figure nobody has said what to expect of; never a silent
-pass), ``SKIPPED`` (the check could not run here; the reason is given).
+pass), ``SKIPPED`` (the check could not run here; the reason is given),
+``OUTLIER`` (``--per-node``: this node is worse than its peers in the same
+run, see :mod:`hpc_health.pernode`).
 
-Only DEGRADED and FAIL are failures: they make ``hpc-health run`` exit 1.
+Only DEGRADED, FAIL and OUTLIER are failures: they make ``hpc-health run``
+exit 1.
 The statistics are in :mod:`hpc_health.stats`; this module maps a run's
 measurements onto them, all variables of a run judged together so that false
 alarms are controlled over the run, not per variable.
@@ -18,9 +21,9 @@ from typing import Optional
 
 from hpc_health import stats
 
-PASS, DEGRADED, IMPROVED, FAIL, NO_REFERENCE, SKIPPED = (
-    "PASS", "DEGRADED", "IMPROVED", "FAIL", "NO-REFERENCE", "SKIPPED")
-FAILING = {DEGRADED, FAIL}
+PASS, DEGRADED, IMPROVED, FAIL, NO_REFERENCE, SKIPPED, OUTLIER = (
+    "PASS", "DEGRADED", "IMPROVED", "FAIL", "NO-REFERENCE", "SKIPPED", "OUTLIER")
+FAILING = {DEGRADED, FAIL, OUTLIER}
 
 # Provenance fields of a reference file that describe its noise.
 _NOISE_FIELDS = ("spread", "between_run_spread", "between_run_spread_better",
@@ -87,6 +90,25 @@ def judge_all(measurements, refs=None, alpha=stats.ALPHA):
         out[i] = Verdict(m, res.verdict, deviation=res.deviation, reason=res.reason,
                          mdc=res.mdc, p_value=res.p_value, method=res.method)
     return out
+
+
+def node_outliers(verdicts):
+    """Per-node runs: mark the figures of nodes that stand out from their
+    peers; the check column then names the node."""
+    from hpc_health import pernode
+    flagged = {id(m): (node, z, worse, peers) for m, node, z, worse, peers in
+               pernode.outliers([v.measurement for v in verdicts])}
+    for v in verdicts:
+        node = pernode.node_of(v.measurement)
+        if node:
+            v.measurement.check = f"{v.measurement.check} @{node}"
+        hit = flagged.get(id(v.measurement))
+        if hit:
+            node, z, worse, peers = hit
+            v.verdict = OUTLIER
+            v.reason = (f"node {node} is {100 * worse:.0f}% worse than its peers "
+                        f"({', '.join(peers)}; robust z {z:.1f})")
+    return verdicts
 
 
 def exit_code(verdicts):

@@ -42,7 +42,7 @@ class BarrierLatency(KernelRun):
 
     program = 'barrier'
     parser = staticmethod(parse_barrier)
-    tags = {'kernels', 'mpi', 'barrier'}
+    tags = {'kernels', 'mpi', 'barrier', 'single_node'}
     descr = 'MPI_Barrier latency per communicator size and MPI_Init time'
 
     @run_before('run')

@@ -53,7 +53,7 @@ class HaloExchange(KernelRun):
 
     program = 'halo'
     parser = staticmethod(parse_halo)
-    tags = {'kernels', 'mpi', 'halo'}
+    tags = {'kernels', 'mpi', 'halo', 'single_node'}
     descr = 'Halo exchange time per message size'
 
     @run_before('run')
