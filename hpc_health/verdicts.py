@@ -62,6 +62,10 @@ def _early(m):
         return Verdict(m, FAIL, reason=f"{phase}: {_first_line(m.fail_reason) or 'failed'}")
     if m.value is None:
         return Verdict(m, FAIL, reason="no value")
+    finite, dropped = stats.clean(m.samples or [m.value])
+    if finite.size == 0:
+        # STREAM prints inf for arrays too small to time: not a figure.
+        return Verdict(m, FAIL, reason=f"no finite value ({dropped} non-finite sample(s))")
     if m.ref is None:
         return Verdict(m, NO_REFERENCE, reason="no reference for this variable")
     return None
@@ -93,21 +97,34 @@ def judge_all(measurements, refs=None, alpha=stats.ALPHA):
 
 
 def node_outliers(verdicts):
-    """Per-node runs: mark the figures of nodes that stand out from their
-    peers; the check column then names the node."""
+    """Per-node runs: name the nodes that stand out from their peers.
+
+    A node is named for a check when it is worse than its peers on at least
+    half of that check's figures: a throttled CPU or a bad DIMM hurts most of
+    them, while noise on a shared machine hurts one here and there.  The check
+    column names the node of every figure.
+    """
+    from collections import defaultdict
+
     from hpc_health import pernode
     flagged = {id(m): (node, z, worse, peers) for m, node, z, worse, peers in
                pernode.outliers([v.measurement for v in verdicts])}
+    per_check = defaultdict(list)
     for v in verdicts:
         node = pernode.node_of(v.measurement)
-        if node:
-            v.measurement.check = f"{v.measurement.check} @{node}"
-        hit = flagged.get(id(v.measurement))
-        if hit:
-            node, z, worse, peers = hit
-            v.verdict = OUTLIER
-            v.reason = (f"node {node} is {100 * worse:.0f}% worse than its peers "
-                        f"({', '.join(peers)}; robust z {z:.1f})")
+        if node and v.measurement.variable is not None:
+            per_check[(v.measurement.check, node)].append(v)
+    for (check, node), vs in per_check.items():
+        hits = [v for v in vs if id(v.measurement) in flagged]
+        named = 2 * len(hits) >= len(vs) and hits
+        for v in vs:
+            v.measurement.check = f"{check} @{node}"
+            if named and v in hits:
+                _, z, worse, peers = flagged[id(v.measurement)]
+                v.verdict = OUTLIER
+                v.reason = (f"node {node} is {100 * worse:.0f}% worse than its peers "
+                            f"({', '.join(peers)}; robust z {z:.1f}) on {len(hits)} of "
+                            f"{len(vs)} figures")
     return verdicts
 
 
