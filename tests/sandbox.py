@@ -31,8 +31,8 @@ def make_root(tmp_path, sites=("local",), references=True):
     return root
 
 
-def hpc_health(root, *args, timeout=900):
-    env = dict(os.environ, HPC_HEALTH_ROOT=str(root),
+def hpc_health(root, *args, timeout=900, env=None):
+    env = dict(env or os.environ, HPC_HEALTH_ROOT=str(root),
                HPC_HEALTH_STORE=str(root.parent / "store"))
     return subprocess.run([sys.executable, "-m", "hpc_health", *args],
                           capture_output=True, text=True, timeout=timeout, env=env)

@@ -206,3 +206,55 @@ def test_up_again_changes_nothing(cluster):
     assert res.returncode == 0, res.stderr
     assert "already up" in res.stdout
     assert pid_file.read_text() == before
+
+
+# ---- the health checks through the cluster -------------------------------
+
+# One halo variant and the barrier: enough to prove multi-node placement and
+# per-node runs, short enough for CI.
+SUBSET = ["-n", "HaloExchange%dims=1%strategy=SERE", "-n", "BarrierLatency"]
+
+
+def _stored_cases(root):
+    import json
+    runs = sorted((root.parent / "store" / "runs" / "local-slurm").iterdir())
+    report = json.loads((runs[-1] / "report.json").read_text())
+    return [tc for run in report["runs"] for tc in run["testcases"] if not tc["fixture"]]
+
+
+def test_kernel_checks_cross_both_nodes(cluster, tmp_path):
+    from sandbox import hpc_health, make_root
+    root = make_root(tmp_path, sites=("local-slurm",), references=False)
+    res = hpc_health(root, "run", "--site", "local-slurm", "--partition", "batch", "--",
+                     *SUBSET, env=cluster)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    cases = _stored_cases(root)
+    assert {tc["display_name"].split()[0] for tc in cases} == {"HaloExchange", "BarrierLatency"}
+    for tc in cases:
+        # The job's node list is kept in the results: the ranks really ran on
+        # both nodes, two per node.
+        assert sorted(tc["job_nodelist"]) == sorted(NODES), tc["job_nodelist"]
+        assert tc["num_tasks"] == 4 and tc["result"] == "pass"
+    assert "median_n4" in res.stdout and "time_1MiB" in res.stdout
+
+
+def test_per_node_run_names_the_slowed_node_and_only_it(cluster, tmp_path):
+    from sandbox import hpc_health, make_root
+    root = make_root(tmp_path, sites=("local-slurm",), references=False)
+    clean = hpc_health(root, "run", "--site", "local-slurm", "--partition", "batch",
+                       "--per-node", "--", *SUBSET, env=cluster)
+    assert clean.returncode == 0, clean.stdout[-3000:] + clean.stderr
+    assert "OUTLIER" not in clean.stdout
+    assert "@node01" in clean.stdout and "@node02" in clean.stdout
+
+    # A quarter of one CPU for everything in node02's namespace: its ranks
+    # are throttled, node01's are not.
+    assert _run([CLUSTER, "slow", "node02", "25"]).returncode == 0
+    try:
+        slow = hpc_health(root, "run", "--site", "local-slurm", "--partition", "batch",
+                          "--per-node", "--", *SUBSET, env=cluster)
+    finally:
+        _run([CLUSTER, "slow", "node02", "off"])
+    assert slow.returncode == 1, slow.stdout[-3000:] + slow.stderr
+    named = [line for line in slow.stdout.splitlines() if line.startswith("OUTLIER:")]
+    assert named and all("node node02 " in line for line in named), named
