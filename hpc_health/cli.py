@@ -177,33 +177,51 @@ def _leaves(node, depth, path=()):
 
 @cli.command()
 @click.option("--site", default="local", show_default=True)
-@click.option("--check", "-c", required=True, help="Test class or display name.")
-@click.option("--var", "-v", "var", required=True, help="Performance variable.")
+@click.option("--check", "-c", help="Test class or display name.")
+@click.option("--var", "-v", "var", help="Performance variable.")
+@click.option("--all", "scan_all", is_flag=True,
+              help="Scan every figure of the latest run for sustained steps.")
 @click.option("--partition", "-p")
-def history(site, check, var, partition):
-    """The series of one variable over the stored runs, with change points."""
+def history(site, check, var, scan_all, partition):
+    """The series of one figure over the stored runs, with change points.
+
+    Exit 1 when a sustained step to worse is found (the nightly drift check).
+    """
     from hpc_health import history as hist, sites
     s = sites.load(site)
-    points = hist.series(s.name, check, var, partition)
-    if not points:
-        raise ConfigError(s.dir, f"no stored figure for {check} {var}")
-    by_check = {}
-    for p in points:
-        by_check.setdefault((p["check"], p["partition"]), []).append(p)
+    if scan_all == bool(check or var) or (not scan_all and not (check and var)):
+        raise click.UsageError("give --check C --var V, or --all")
+    if scan_all:
+        _, latest = hist.latest_measurements(s.name, partition)
+        pairs = sorted({(m.check, m.variable) for m in latest})
+    else:
+        pairs = [(check, var)]
     worst = 0
-    for (name, part), pts in by_check.items():
-        click.echo(f"{name} {var} on {part}")
-        for i, p in enumerate(pts):
-            click.echo(f"  {i:3d}  {p['run']}  {p['started']}  {p['value']:.4g} {p['unit']}"
-                       f"  stack {p['stack'] or '-'}")
-        step = hist.drift(pts)
-        if step:
-            at = pts[step["index"]]
-            click.echo(f"  DEGRADED since run {at['run']} ({at['started']}): "
-                       f"{100 * step['magnitude']:+.1f}% worse, sustained over {step['nights']} run(s)")
-            worst = 1
-        else:
-            click.echo("  no sustained step found")
+    for chk, v in pairs:
+        points = hist.series(s.name, chk, v, partition)
+        if not points:
+            raise ConfigError(s.dir, f"no stored figure for {chk} {v}")
+        by_check = {}
+        for p in points:
+            by_check.setdefault((p["check"], p["partition"]), []).append(p)
+        for (name, part), pts in by_check.items():
+            step = hist.drift(pts)
+            if not scan_all:
+                click.echo(f"{name} {v} on {part}")
+                for i, p in enumerate(pts):
+                    click.echo(f"  {i:3d}  {p['run']}  {p['started']}  {p['value']:.4g} "
+                               f"{p['unit']}  stack {p['stack'] or '-'}")
+            if step:
+                at = pts[step["index"]]
+                click.echo(f"{'  ' if not scan_all else name + ' ' + v + ' on ' + part + ': '}"
+                           f"DEGRADED since run {at['run']} ({at['started']}): "
+                           f"{100 * step['magnitude']:+.1f}% worse, sustained over "
+                           f"{step['nights']} run(s)")
+                worst = 1
+            elif not scan_all:
+                click.echo("  no sustained step found")
+    if scan_all and not worst:
+        click.echo(f"no sustained step in {len(pairs)} figure(s)")
     sys.exit(worst)
 
 

@@ -114,6 +114,8 @@ def test_history_reports_a_step_that_stays_inside_the_bounds(tmp_path):
     assert "DEGRADED since run" in res.stdout
     since = res.stdout.split("DEGRADED since run ")[1].split()[0]
     assert abs(int(since[6:8]) - 16) <= 2   # the step began on night 16
+    scan = hpc_health(root, "history", "--site", "local", "--all")
+    assert scan.returncode == 1 and "StreamTriad triad on local:default: DEGRADED since" in scan.stdout
 
     flat = make_root(tmp_path / "flat", references=False)
     for n, v in enumerate(TRIAD):
@@ -122,6 +124,8 @@ def test_history_reports_a_step_that_stays_inside_the_bounds(tmp_path):
                   [case("StreamTriad", "triad", v, "MB/s")], started=rid)
     res = hpc_health(flat, "history", "--site", "local", "--check", "StreamTriad", "--var", "triad")
     assert res.returncode == 0 and "no sustained step" in res.stdout
+    scan = hpc_health(flat, "history", "--site", "local", "--all")
+    assert scan.returncode == 0 and "no sustained step in 1 figure(s)" in scan.stdout
 
 
 def test_compare_puts_two_sites_side_by_side(tmp_path):
