@@ -191,6 +191,11 @@ def ensure(args):
                        args.bootstrap_mirror)
     env_dir = args.env_dir
     os.makedirs(env_dir, exist_ok=True)
+    if develop:
+        # Spack otherwise drops a build-<arch>-<hash> link into every develop
+        # source tree, i.e. into this checkout's kernels/ folder.
+        config = composed['spack'].setdefault('config', {})
+        config.setdefault('develop_stage_link', os.path.join(env_dir, 'develop-stage'))
     text = yaml.safe_dump(composed, sort_keys=True)
     inputs = hashlib.sha256(
         (text + _repo_fingerprint(composed['spack']['repos'])).encode()).hexdigest()
