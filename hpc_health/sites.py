@@ -13,6 +13,74 @@ from hpc_health.errors import ConfigError
 
 _PATH = {"type": ["string", "null"]}
 _POSINT = {"type": ["integer", "null"], "minimum": 1}
+_SPEC = {"type": ["string", "null"], "minLength": 1}
+_BOOL = {"type": ["boolean", "null"]}
+# Message sizes must be powers of two: OSU doubles the size from -m MIN up
+# to MAX, so any other size would never be measured.
+_MSG_SIZES = {"type": ["array", "null"], "minItems": 1,
+              "items": {"type": "integer", "minimum": 1}}
+_BYTES = {"type": ["integer", "string", "null"],
+          "pattern": r"^[0-9]+[kKmMgGtT]?$", "minimum": 1}
+
+
+def _strict(properties):
+    return {"type": ["object", "null"], "additionalProperties": False,
+            "properties": properties}
+
+
+# Benchmark settings per partition.  Every key is optional; the default the
+# check uses is given in ``description`` (and in site_configs/local/site.yaml).
+STREAM_SCHEMA = _strict({
+    "spec": {**_SPEC, "description": "Spack spec (default 'stream +openmp'); "
+             "stream_array_size/ntimes are added by the check"},
+    "array_size": {**_POSINT, "description": "elements per array (default: each "
+                   "array >= 4x the node's last-level cache, from the processor topology)"},
+    "ntimes": {"type": ["integer", "null"], "minimum": 2,
+               "description": "repetitions of each kernel (default 20)"},
+    "threads": {**_POSINT, "description": "OpenMP threads (default: cores per node)"},
+    "thread_counts": {"type": ["array", "null"], "minItems": 1,
+                      "items": {"type": "integer", "minimum": 1},
+                      "description": "Triad series (default 1, 2, 4, ... and all cores)"},
+    "proc_bind": {"enum": ["spread", "close", "primary", "master", "true", None],
+                  "description": "OMP_PROC_BIND (default spread)"},
+    "places": {"type": ["string", "null"], "description": "OMP_PLACES (default cores)"},
+})
+OSU_SCHEMA = _strict({
+    "spec": {**_SPEC, "description": "Spack spec (default 'osu-micro-benchmarks'); "
+             "e.g. 'osu-micro-benchmarks +cuda' on a GPU partition"},
+    "validate": {**_BOOL, "description": "pass -c (OSU 7 data validation; default "
+                 "true, set false for OSU < 7)"},
+    "device": {"enum": ["cuda", "rocm", None],
+               "description": "run from device buffers (-d DEVICE; needs a +cuda/+rocm build)"},
+    "iterations": {**_POSINT, "description": "-i (default: OSU's own)"},
+    "warmup": {**_POSINT, "description": "-x (default: OSU's own)"},
+    "pairs": {**_POSINT, "description": "osu_mbw_mr pairs (default: ranks per node / 2)"},
+    "sizes": {"type": ["object", "null"], "additionalProperties": False,
+              "description": "gated message sizes (bytes, powers of two) per benchmark",
+              "properties": {k: _MSG_SIZES for k in (
+                  "latency", "bw", "bibw", "mbw_mr", "allreduce", "alltoall", "bcast")}},
+})
+IOR_SCHEMA = _strict({
+    "spec": {**_SPEC, "description": "Spack spec (default 'ior'); also provides mdtest"},
+    "darshan": {**_BOOL, "description": "instrument IOR and mdtest with Darshan (default true)"},
+    "darshan_runtime_spec": {**_SPEC, "description": "default 'darshan-runtime +mpi'"},
+    "darshan_util_spec": {**_SPEC, "description": "default 'darshan-util'"},
+    "ranks_per_node": {**_POSINT, "description": "default: the partition's ranks_per_node"},
+    "block_size": {**_BYTES, "description": "-b per rank and segment (default 16m)"},
+    "transfer_size": {**_BYTES, "description": "-t (default 1m)"},
+    "segments": {**_POSINT, "description": "-s (default 4)"},
+    "repetitions": {**_POSINT, "description": "-i (default 1)"},
+    "posix_allowance": {"type": ["integer", "null"], "minimum": 0,
+                        "description": "bytes Darshan may see beyond IOR's own in the "
+                        "POSIX module (MPI's shared-memory files; default 65536)"},
+})
+MDTEST_SCHEMA = _strict({
+    "ranks_per_node": {**_POSINT, "description": "default: the partition's ranks_per_node"},
+    "items": {**_POSINT, "description": "-n files and directories per rank (default 1000)"},
+    "iterations": {**_POSINT, "description": "-i (default 1)"},
+    "write_bytes": {"type": ["integer", "null"], "minimum": 0,
+                    "description": "-w bytes written to each file (default 0)"},
+})
 
 SITE_SCHEMA = {
     "type": "object",
@@ -34,6 +102,13 @@ SITE_SCHEMA = {
                 "bootstrap_mirror": _PATH,
                 "source_mirror": _PATH,
                 "spack_root": _PATH,
+                # Packages built from a local source tree (Spack's `stream`
+                # has no tarball, only a git URL): name -> "path@version".
+                "develop": {
+                    "type": ["object", "null"],
+                    "additionalProperties": {"type": "string",
+                                             "pattern": r"^.+@[^@/]+$"},
+                },
             },
         },
         "partitions": {
@@ -47,10 +122,10 @@ SITE_SCHEMA = {
                     "ranks_per_node": _POSINT,
                     "scratch": _PATH,
                     "kernels": {"type": "object"},
-                    "stream": {"type": "object"},
-                    "osu": {"type": "object"},
-                    "ior": {"type": "object"},
-                    "mdtest": {"type": "object"},
+                    "stream": STREAM_SCHEMA,
+                    "osu": OSU_SCHEMA,
+                    "ior": IOR_SCHEMA,
+                    "mdtest": MDTEST_SCHEMA,
                 },
             },
         },
@@ -110,6 +185,7 @@ def load(name_or_path):
     if s["site"] != d.name:
         raise doc.error(["site"], f"is {s['site']!r} but the folder is {d.name!r}; "
                         "they must match (the ReFrame system is named after the site)")
+    _check_benchmark_settings(doc)
     rcfg = d / s["reframe_config"]
     if not rcfg.is_file():
         raise doc.error(["reframe_config"], f"file {rcfg} does not exist")
@@ -124,6 +200,25 @@ def load(name_or_path):
             raise env_doc.error([], "a Spack environment file needs a top-level 'spack:' key")
     return Site(name=s["site"], dir=d, settings=s, reframe_config=rcfg,
                 spack_env=spack_env, partitions=s["partitions"])
+
+
+def _check_benchmark_settings(doc):
+    """What the schema cannot say about the benchmark settings."""
+    for pname, part in (doc.data.get("partitions") or {}).items():
+        part = part or {}
+        sizes = ((part.get("osu") or {}).get("sizes") or {})
+        for bench, values in sizes.items():
+            for i, size in enumerate(values or []):
+                if size & (size - 1):
+                    raise doc.error(["partitions", pname, "osu", "sizes", bench, i],
+                                    f"{size} is not a power of two; OSU measures only "
+                                    "powers of two between -m MIN and MAX")
+        spec = (part.get("stream") or {}).get("spec") or ""
+        for variant in ("stream_array_size", "ntimes"):
+            if variant in spec:
+                raise doc.error(["partitions", pname, "stream", "spec"],
+                                f"sets {variant}; the check derives it (use "
+                                "stream.array_size / stream.ntimes instead)")
 
 
 def partition_extras(site_dir_path, partition):
@@ -144,6 +239,9 @@ def partition_extras(site_dir_path, partition):
              ("install_tree", "env_dir", "builtin_repo", "bootstrap_mirror",
               "source_mirror", "spack_root")}
     spack["environment"] = str(site.spack_env) if site.spack_env else None
+    # Develop paths stay as written: spackenv resolves relative ones against
+    # the site folder on the machine that builds.
+    spack["develop"] = dict((site.settings.get("spack") or {}).get("develop") or {})
     return {"hpc_health": {
         "site": site.name,
         "site_dir": str(site.dir),

@@ -23,7 +23,7 @@ _LAUNCH = re.compile(
 )
 _ITEMS = re.compile(r"^(\d+) tasks?, (\d+) (?:files/directories|files|directories)", re.MULTILINE)
 _SECTION = re.compile(r"^SUMMARY (rate|time)\b.*?\(of (\d+) iterations?\)")
-_ROW = re.compile(r"^\s+([A-Za-z][A-Za-z ()]*?)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$")
+_ROW = re.compile(r"^\s+([A-Za-z][A-Za-z ()]*?)\s*:?\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$")
 _ERROR = re.compile(r"^.*\bERROR\b.*$", re.MULTILINE)
 
 

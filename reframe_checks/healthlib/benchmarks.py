@@ -9,12 +9,33 @@ the fixtures read the site settings (``partitions.<p>.{stream,osu,ior}`` in
 import glob
 import math
 import os
+import shlex
 
-import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, variable
 
 from healthlib import site
 from healthlib.builds import SpackBuild
+
+def shell_path(path):
+    """*path* as one shell word.  A dry run's placeholder prefix is a command
+    substitution, which must stay expandable (double quotes)."""
+    path = str(path)
+    if '$(' in path:
+        return '"' + path.replace('\\', '\\\\').replace('"', '\\"') + '"'
+    return shlex.quote(path)
+
+
+def with_toolchain(test, specs):
+    """Add the programming environment's compiler to every root spec.
+
+    A site with several toolchains (Cray's PrgEnv-cray and PrgEnv-gnu) names
+    the compiler of each ReFrame environment in its ``extras``
+    (``spack_toolchain: '%cce'``); each environment has its own Spack
+    environment, so the builds differ as the toolchains do.
+    """
+    toolchain = (test.current_environ.extras or {}).get('spack_toolchain')
+    return [f'{s} {toolchain}' for s in specs] if toolchain else list(specs)
+
 
 # ----------------------------------------------------------------- STREAM
 
@@ -113,12 +134,12 @@ class StreamBuild(SpackBuild):
         cfg = site.section(self, 'stream')
         self.array_size = int(cfg.get('array_size') or
                               stream_array_size(self.current_partition.processor) or 0)
-        self.skip_if(not self.array_size,
+        self.skip_for(not self.array_size,
                      'the processor topology of this partition gives no cache sizes; '
                      'set stream.array_size in the site settings')
         self.ntimes = int(cfg.get('ntimes') or STREAM_NTIMES)
-        self.spack_specs = [stream_spec(cfg.get('spec') or STREAM_SPEC,
-                                        self.array_size, self.ntimes)]
+        spec = stream_spec(cfg.get('spec') or STREAM_SPEC, self.array_size, self.ntimes)
+        self.spack_specs = with_toolchain(self, [spec])
 
     def binary(self):
         # The Fortran binary segfaults with large arrays under the default
@@ -206,7 +227,8 @@ class OsuBuild(SpackBuild):
 
     @run_after('setup')
     def set_spec(self):
-        self.spack_specs = [site.section(self, 'osu').get('spec') or OSU_SPEC]
+        spec = site.section(self, 'osu').get('spec') or OSU_SPEC
+        self.spack_specs = with_toolchain(self, [spec])
 
 
 # ----------------------------------------------------------------- IOR
@@ -273,8 +295,79 @@ class IorBuild(SpackBuild):
         if darshan_enabled(cfg):
             specs += [cfg.get('darshan_runtime_spec') or DARSHAN_RUNTIME_SPEC,
                       cfg.get('darshan_util_spec') or DARSHAN_UTIL_SPEC]
-        self.spack_specs = specs
+        self.spack_specs = with_toolchain(self, specs)
 
-    def has(self, name):
-        from healthlib.builds import spec_name
-        return name in {spec_name(s) for s in self.spack_specs}
+
+# ----------------------------------------------------------------- sanity
+# The checks' sanity functions call these on parsed outputs, and raise
+# ReFrame's SanityError with the message; plain functions so they can be
+# tested on recorded outputs.
+
+class Insane(ValueError):
+    """A benchmark output that must not produce figures."""
+
+
+def check_stream_run(out, threads, array_size):
+    """One parsed STREAM output, run with *threads* threads on arrays of
+    *array_size* elements."""
+    if out['variant'] != 'c':
+        raise Insane('this is not the C STREAM binary')
+    if not out['validated']:
+        raise Insane(f'STREAM with {threads} threads: {out["validation_message"]}')
+    if out['non_finite']:
+        raise Insane(f'STREAM with {threads} threads printed non-finite figures '
+                     f'({", ".join(out["non_finite"])}): the arrays are too small '
+                     'for the clock')
+    if out['array_size'] != array_size:
+        raise Insane(f'STREAM ran {out["array_size"]} elements per array, the build '
+                     f'asked for {array_size}')
+    counted = out.get('threads_counted')
+    if counted is not None and counted != threads:
+        raise Insane(f'STREAM counted {counted} threads, {threads} were requested')
+
+
+def check_osu_table(out, benchmark, sizes, validate):
+    """A parsed OSU table: it reaches the largest requested size, has every
+    gated size, and every row passed validation where -c was given."""
+    from hpc_health.parsers import ParseError
+    from hpc_health.parsers import osu as osu_parser
+    if benchmark != 'osu_barrier':
+        try:
+            osu_parser.require_complete(out, max(sizes))
+            for size in sizes:
+                osu_parser.value_at(out, size, out['columns'][1])
+        except ParseError as err:
+            raise Insane(str(err)) from None
+    if validate and benchmark != 'osu_barrier':
+        if 'validation' not in out['columns']:
+            raise Insane(f'{benchmark} printed no Validation column although -c was given')
+        failed = [row['size'] for row in out['rows'] if row['validation'] != 'Pass']
+        if failed:
+            raise Insane(f'{benchmark} data validation failed at sizes {failed}')
+
+
+def check_ior_summary(out, mode, num_tasks):
+    """A parsed IOR summary: the pattern and the ranks asked for, both
+    operations present.  Returns the bytes each operation had to move."""
+    params = out['parameters']
+    api, fpp, collective = IOR_MODES[mode]
+    got = (params['api'], params['filePerProc'], params['collective'])
+    if got != (api, fpp, collective):
+        raise Insane(f'IOR ran {params["api"]} filePerProc={params["filePerProc"]} '
+                     f'collective={params["collective"]}, not {mode}')
+    if params['numTasks'] != num_tasks:
+        raise Insane(f'IOR ran {params["numTasks"]} tasks, {num_tasks} were asked for')
+    missing = [op for op in ('write', 'read') if op not in out['operations']]
+    if missing:
+        raise Insane(f'IOR summary has no {" or ".join(missing)} results')
+    return out['aggregate_bytes'] * params['repetitions']
+
+
+def check_mdtest(out, num_tasks, items, phases):
+    if out['tasks'] != num_tasks:
+        raise Insane(f'mdtest ran {out["tasks"]} tasks, {num_tasks} were asked for')
+    if out['items'] != items * num_tasks:
+        raise Insane(f'mdtest handled {out["items"]} items, {items * num_tasks} asked')
+    missing = [p for p in phases if p not in out['rates']]
+    if missing:
+        raise Insane(f'mdtest printed no rate for {", ".join(missing)}')

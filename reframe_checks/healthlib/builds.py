@@ -3,12 +3,13 @@ programming environment, in a persistent environment outside the stage."""
 
 import json
 import os
+import shutil
 import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
-from reframe.core.builtins import run_before, sanity_function, variable
+from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
 from healthlib import site, spackenv
 
@@ -53,6 +54,7 @@ def ensure_command(test, spack, env_name, specs, develop=None):
     ReFrame would otherwise reduce to "build job failed with exit code 1".
     """
     env_dir_ = env_dir(test, env_name)
+    sp = site.section(test, 'spack')
     args = [sys.executable, _SPACKENV, 'ensure', '--spack', spack,
             '--env-dir', env_dir_, '--site-env', sp['environment'],
             '--site-dir', site.settings(test)['site_dir'], '--out', '.']
@@ -69,6 +71,23 @@ def ensure_command(test, spack, env_name, specs, develop=None):
 
 
 _FAILED_MARK = 'hpc-health: spackenv failed with exit'
+#: Files of a Spack build kept in the output folder.
+KEEP = ['spack-build.json', 'spack.lock', 'spack-commands.log']
+
+
+def keep_now(test):
+    """Copy the build's provenance files to the output folder now.
+
+    ReFrame copies a fixture's ``keep_files`` when it cleans the fixture up,
+    and it cleans up only once every dependent has passed: after a failed
+    or skipped dependent the lock and hashes would be lost, when they
+    matter most.
+    """
+    for name in KEEP:
+        src = os.path.join(test.stagedir, name)
+        if os.path.isfile(src):
+            os.makedirs(test.outputdir, exist_ok=True)
+            shutil.copy2(src, test.outputdir)
 
 
 def spack_failure(test):
@@ -114,7 +133,7 @@ def _quote(arg):
     return shlex.quote(str(arg))
 
 
-class SpackBuild(rfm.CompileOnlyRegressionTest):
+class SpackBuild(site.RecordedSkip, rfm.CompileOnlyRegressionTest):
     """Install a set of Spack specs in the site's persistent environment.
 
     Subclasses set :attr:`spack_specs` (and :attr:`spack_develop` for
@@ -142,11 +161,13 @@ class SpackBuild(rfm.CompileOnlyRegressionTest):
     build_locally = True
     sourcesdir = None
     build_system = 'CustomBuild'
+    # Provenance kept with the results: what was concretized, with what.
+    keep_files = list(KEEP)
 
     @run_before('compile')
     def ensure_environment(self):
         spack = spack_executable(self)
-        self.skip_if(spack is None, spack_missing_reason())
+        self.skip_for(spack is None, spack_missing_reason())
         develop = {**site_develop(self, self.spack_specs), **self.spack_develop}
         self.build_system.commands = [
             ensure_command(self, spack, self.spack_env_name, self.spack_specs,
@@ -160,6 +181,10 @@ class SpackBuild(rfm.CompileOnlyRegressionTest):
             sn.assert_true(failure is None, msg=_literal(failure or '')),
             sn.assert_found(r'hpc-health: Spack environment', self.stdout),
         ])
+
+    @run_after('sanity')
+    def keep_provenance(self):
+        keep_now(self)
 
     def build_record(self):
         with open(os.path.join(self.stagedir, 'spack-build.json')) as fp:

@@ -25,7 +25,7 @@ def kernels_source(test):
     return os.path.join(site.settings(test)['repo_root'], 'kernels')
 
 
-class KernelsBuild(rfm.CompileOnlyRegressionTest):
+class KernelsBuild(site.RecordedSkip, rfm.CompileOnlyRegressionTest):
     """Build ``halo`` and ``barrier`` once per partition and environment.
 
     Through Spack (``hpc-health-kernels`` from our package repository, built
@@ -50,8 +50,9 @@ class KernelsBuild(rfm.CompileOnlyRegressionTest):
         spack = builds.spack_executable(self)
         src = kernels_source(self)
         if self.build_method == 'spack' or (self.build_method == 'auto' and spack):
-            self.skip_if(spack is None, builds.spack_missing_reason())
+            self.skip_for(spack is None, builds.spack_missing_reason())
             self.method_used = f'spack ({spack})'
+            self.keep_files = list(builds.KEEP)
             self.build_system = 'CustomBuild'
             self.build_system.commands = [builds.ensure_command(
                 self, spack, _SPEC, [f'{_SPEC}@={KERNELS_VERSION}'],
@@ -77,6 +78,10 @@ class KernelsBuild(rfm.CompileOnlyRegressionTest):
         found = glob.glob(os.path.join(self.stagedir, 'build', '**', 'halo'), recursive=True)
         return os.path.dirname(found[0]) if found else os.path.join(self.stagedir, 'build')
 
+    @run_after('sanity')
+    def keep_provenance(self):
+        builds.keep_now(self)
+
     @sanity_function
     def binaries_built(self):
         failure = builds.spack_failure(self)
@@ -101,13 +106,21 @@ class KernelRun(site.SiteReferences, PerfSamples, rfm.RunOnlyRegressionTest):
     #: How the kernels were built (copied from the fixture, for the record).
     build_method = variable(str, value='')
 
+    #: Confine the run to one node (``hpc-health run --per-node`` sets it, and
+    #: ReFrame's ``--distribute`` pins each copy of the check to one node).
+    #:
+    #: :type: :class:`bool`
+    #: :default: ``False``
+    per_node = variable(typ.Bool, value=False)
+
     #: Parser for the program's JSON output.
     parser = None
 
     @run_after('setup')
     def set_tasks(self):
         self.num_tasks_per_node = site.ranks_per_node(self)
-        self.num_tasks = self.num_tasks_per_node * site.num_nodes(self)
+        nodes = 1 if self.per_node else site.num_nodes(self)
+        self.num_tasks = self.num_tasks_per_node * nodes
 
     @run_before('run')
     def set_executable(self):

@@ -3,7 +3,23 @@
 import os
 
 import reframe as rfm
-from reframe.core.builtins import run_after
+from reframe.core.builtins import run_after, variable
+
+
+class RecordedSkip(rfm.RegressionTestPlugin):
+    """Skip with a reason the run report keeps: ReFrame 4.10's JSON report
+    records no reason for a skipped test, but it records variables."""
+
+    #: Why the test was skipped; empty when it was not.
+    #:
+    #: :type: :class:`str`
+    #: :default: ``''``
+    skip_reason = variable(str, value='')
+
+    def skip_for(self, condition, reason):
+        if condition:
+            self.skip_reason = reason
+            self.skip(reason)
 
 
 def settings(test):

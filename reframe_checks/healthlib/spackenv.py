@@ -76,6 +76,9 @@ def compose(site_env, site_dir, specs, develop, install_tree=None,
     repos = {name: (_abs(p, site_dir) if isinstance(p, str) else p)
              for name, p in repos.items()}
     if builtin_repo:
+        # Last: the first repository providing a package wins, and ours
+        # override builtin recipes (darshan-runtime).
+        repos.pop('builtin', None)
         repos['builtin'] = _abs(builtin_repo, site_dir)
     env['repos'] = repos
     config = dict(env.get('config') or {})
@@ -196,7 +199,8 @@ def ensure(args):
         # source tree, i.e. into this checkout's kernels/ folder.
         config = composed['spack'].setdefault('config', {})
         config.setdefault('develop_stage_link', os.path.join(env_dir, 'develop-stage'))
-    text = yaml.safe_dump(composed, sort_keys=True)
+    # Key order is meaning here: Spack searches `repos` in order.
+    text = yaml.safe_dump(composed, sort_keys=False)
     inputs = hashlib.sha256(
         (text + _repo_fingerprint(composed['spack']['repos'])).encode()).hexdigest()
     stamp_path = os.path.join(env_dir, STAMP)
@@ -237,6 +241,10 @@ def ensure(args):
                 name = spec_name(spec)
                 out = _run_spack(args.spack, ['-e', env_dir, 'location', '-i', name], log)
                 prefixes[name] = out.strip().splitlines()[-1]
+            # After the install: in-source builds (STREAM's Makefile, OSU's
+            # objects) change the develop trees themselves.
+            dev_fp = {n: _tree_fingerprint(_abs(p, args.site_dir))
+                      for n, (p, _) in develop.items()}
             stamp.update({'lock': lock_hash, 'develop': dev_fp, 'prefixes': prefixes})
             tmp = stamp_path + '.tmp'
             with open(tmp, 'w') as fp:

@@ -1,0 +1,456 @@
+"""The STREAM, OSU and IOR/mdtest checks without running them: sizes derived
+from the processor topology, option lists, sanity rules on recorded outputs,
+Darshan's proof of MPI support, skip reasons and the site settings schema.
+
+Recorded outputs are those of tests/data (see each MANIFEST.md)."""
+
+import importlib
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hpc_health import results, sites
+from hpc_health.errors import ConfigError
+from hpc_health.parsers.darshan import parse_darshan
+from hpc_health.parsers.ior import parse_ior
+from hpc_health.parsers.mdtest import parse_mdtest
+from hpc_health.parsers.osu import parse_osu
+from hpc_health.parsers.stream import parse_stream
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data"
+# ReFrame puts reframe_checks/ on sys.path when it loads a check; do the same.
+sys.path.insert(0, str(REPO / "reframe_checks"))
+
+from healthlib import benchmarks as bm  # noqa: E402
+from healthlib import darshan  # noqa: E402
+from healthlib.benchmarks import Insane  # noqa: E402
+
+MiB = 1 << 20
+
+
+def read(name):
+    return (DATA / name).read_text()
+
+
+def load_config(site):
+    path = REPO / "site_configs" / site / "reframe_config.py"
+    spec = importlib.util.spec_from_file_location(f"rfm_config_{site.replace('-', '_')}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.site_configuration
+
+
+def partitions(site):
+    return {p["name"]: p for p in load_config(site)["systems"][0]["partitions"]}
+
+
+# ----------------------------------------------------------------- STREAM
+
+# ReFrame's detection on the fixture machine: 2 vCPUs, one 32 MiB L3.
+LAB_VM = {
+    "num_cpus": 2, "num_cpus_per_core": 1, "num_sockets": 1,
+    "topology": {"caches": [
+        {"type": "L2", "size": 512 * 1024, "num_cpus": 1, "cpusets": ["0x1", "0x2"]},
+        {"type": "L1", "size": 32 * 1024, "num_cpus": 1, "cpusets": ["0x1", "0x2"]},
+        {"type": "L3", "size": 32 * MiB, "num_cpus": 2, "cpusets": ["0x3"]},
+    ]},
+}
+
+
+def test_last_level_cache_sums_every_instance():
+    assert bm.last_level_cache_bytes(LAB_VM) == 32 * MiB
+    two_l3 = {"num_sockets": 2, "topology": {"caches": [
+        {"type": "L3", "size": 32 * MiB, "cpusets": ["0xff", "0xff00"]},
+        {"type": "L2", "size": MiB, "cpusets": ["0x1"] * 16}]}}
+    assert bm.last_level_cache_bytes(two_l3) == 64 * MiB
+    # Without cpusets, one instance per socket.
+    per_socket = {"num_sockets": 2, "topology": {"caches": [{"type": "L3", "size": 40 * MiB}]}}
+    assert bm.last_level_cache_bytes(per_socket) == 80 * MiB
+
+
+def test_stream_array_is_four_times_the_last_level_cache():
+    size = bm.stream_array_size(LAB_VM)
+    assert size * 8 >= 4 * 32 * MiB
+    assert size == 17_000_000  # 16.78M rounded up to whole millions
+    # A small cache still gets STREAM's own 10M elements.
+    small = {"topology": {"caches": [{"type": "L2", "size": MiB, "cpusets": ["0x1"]}]}}
+    assert bm.stream_array_size(small) == bm.STREAM_MIN_ARRAY
+
+
+def test_stream_array_size_unknown_without_topology():
+    assert bm.stream_array_size({"num_cpus": 8}) is None
+    assert bm.stream_array_size({}) is None
+
+
+@pytest.mark.parametrize("site,partition,llc_mib,elements", [
+    ("example-slurm", "cpu", 512, 269_000_000),   # 2 sockets x 8 CCX x 32 MiB
+    ("example-slurm", "gpu", 256, 135_000_000),
+    ("example-cray", "cpu", 768, 403_000_000),    # 2 sockets x 12 CCD x 32 MiB
+])
+def test_example_sites_size_stream_from_their_declared_processors(site, partition, llc_mib,
+                                                                   elements):
+    proc = partitions(site)[partition]["processor"]
+    assert bm.last_level_cache_bytes(proc) == llc_mib * MiB
+    assert bm.stream_array_size(proc) == elements
+
+
+def test_stream_spec_carries_sizes_and_code_model():
+    assert bm.stream_spec("stream +openmp", 17_000_000, 20) == \
+        "stream +openmp stream_array_size=17000000 ntimes=20"
+    # 3 arrays of 8-byte elements beyond 2 GiB: static data needs -mcmodel=medium.
+    assert 'cflags="-mcmodel=medium"' in bm.stream_spec("stream +openmp", 100_000_000, 20)
+    assert "mcmodel" not in bm.stream_spec("stream +openmp", 89_000_000, 20)
+
+
+def test_thread_series_ends_with_all_cores():
+    assert bm.thread_series(1) == [1]
+    assert bm.thread_series(2) == [1, 2]
+    assert bm.thread_series(12) == [1, 2, 4, 8, 12]
+    assert bm.thread_series(128) == [1, 2, 4, 8, 16, 32, 64, 128]
+
+
+def test_stream_sanity_accepts_a_good_run_and_names_what_is_wrong():
+    out = parse_stream(read("stream/stream_c_omp2.txt"))
+    bm.check_stream_run(out, 2, out["array_size"])
+    with pytest.raises(Insane, match="counted 2 threads, 4 were requested"):
+        bm.check_stream_run(out, 4, out["array_size"])
+    with pytest.raises(Insane, match="the build asked for 17000000"):
+        bm.check_stream_run(out, 2, 17_000_000)
+
+
+def test_stream_sanity_refuses_the_fortran_binary():
+    out = parse_stream(read("stream/stream_f_omp2_unlimited_stack.txt"))
+    with pytest.raises(Insane, match="not the C STREAM binary"):
+        bm.check_stream_run(out, 2, out["array_size"])
+
+
+# ----------------------------------------------------------------- OSU
+
+def test_osu_pt2pt_options_never_use_full_stats():
+    opts = bm.osu_options("osu_latency", [8, 4096])
+    assert opts == ["-m", "8:4096", "-c"]
+    assert "-f" not in bm.osu_options("osu_bw", [65536, 4194304], iterations=100, warmup=10)
+    assert bm.osu_options("osu_bw", [65536], validate=False, iterations=100, warmup=10) == \
+        ["-m", "65536:65536", "-x", "10", "-i", "100"]
+
+
+def test_osu_collective_options():
+    assert bm.osu_options("osu_allreduce", [8, 1048576]) == \
+        ["-m", "8:1048576", "-f", "-c", "-T", "mpi_int"]
+    assert bm.osu_options("osu_bcast", [8, 1048576]) == ["-m", "8:1048576", "-f", "-c"]
+    # Barrier has no sizes and no validation (OSU 7.4 rejects -c for it).
+    assert bm.osu_options("osu_barrier", [8]) == ["-f"]
+
+
+def test_osu_device_buffers_and_pairs():
+    assert bm.osu_options("osu_bw", [8], device="cuda")[:4] == ["-d", "cuda", "D", "D"]
+    assert bm.osu_options("osu_allreduce", [8], device="cuda")[:3] == ["-d", "cuda", "-m"]
+    assert bm.osu_options("osu_mbw_mr", [8, 65536], pairs=4)[-2:] == ["-p", "4"]
+
+
+def test_osu_sizes_from_settings_or_defaults():
+    assert bm.osu_sizes({}, "osu_latency") == [8, 4096]
+    assert bm.osu_sizes({"sizes": {"latency": [4096, 1]}}, "osu_latency") == [1, 4096]
+    assert bm.osu_sizes({"sizes": {"bw": [1024]}}, "osu_latency") == [8, 4096]
+
+
+def test_osu_binary_layouts(tmp_path):
+    assert bm.osu_binary("/p", "osu_bw") == \
+        "/p/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_bw"
+    assert bm.osu_binary("/p", "osu_allreduce") == \
+        "/p/libexec/osu-micro-benchmarks/mpi/collective/osu_allreduce"
+    # A release that nests its binaries one level deeper is found on disk.
+    nested = tmp_path / "libexec" / "osu-micro-benchmarks" / "mpi" / "pt2pt" / "standard"
+    nested.mkdir(parents=True)
+    (nested / "osu_latency").write_text("")
+    assert bm.osu_binary(str(tmp_path), "osu_latency") == str(nested / "osu_latency")
+
+
+def test_osu_sanity_on_recorded_tables():
+    out = parse_osu(read("osu/osu_latency_np2.txt"))
+    bm.check_osu_table(out, "osu_latency", [8, 4096], validate=False)
+    # The table was not run with -c: asking for validation must fail.
+    with pytest.raises(Insane, match="no Validation column"):
+        bm.check_osu_table(out, "osu_latency", [8, 4096], validate=True)
+    cut = parse_osu(read("osu/osu_latency_np2_m0-4096.txt"))
+    with pytest.raises(Insane, match="stops at 4096 bytes, expected up to 4194304"):
+        bm.check_osu_table(cut, "osu_latency", [8, 4194304], validate=False)
+    # OSU 5.x headers read the same way.
+    old = parse_osu(read("osu/osu5.3_latency_np2.txt"))
+    bm.check_osu_table(old, "osu_latency", [8, 4096], validate=False)
+    barrier = parse_osu(read("osu/osu_barrier_np2.txt"))
+    bm.check_osu_table(barrier, "osu_barrier", [8], validate=True)
+
+
+VALIDATED_ALLREDUCE = """
+# OSU MPI Allreduce Latency Test v7.4
+# Datatype: MPI_CHAR.
+# Size       Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations        Validation
+8                       0.63              0.58              0.68        1000              Pass
+16                      0.72              0.71              0.74        1000              Fail
+"""
+
+
+def test_osu_sanity_fails_on_a_failed_validation():
+    # Recorded here with OSU 7.4 (MPI_CHAR sums, which is why allreduce runs
+    # on MPI_INT); the run's own abort lines are left out.
+    out = parse_osu(VALIDATED_ALLREDUCE)
+    with pytest.raises(Insane, match=r"validation failed at sizes \[16\]"):
+        bm.check_osu_table(out, "osu_allreduce", [8, 16], validate=True)
+
+
+def test_inter_node_variant_skip_reason_names_the_setting():
+    osu = _load_check("osu")
+    assert osu.inter_node_skip_reason(2, "cpu") is None
+    reason = osu.inter_node_skip_reason(1, "default")
+    assert "needs 2 nodes" in reason and "partitions.default.nodes" in reason
+
+
+# ----------------------------------------------------------------- IOR, mdtest
+
+def test_ior_options_per_mode():
+    common = ["-b", "16m", "-t", "1m", "-s", "4", "-i", "1", "-w", "-r", "-e", "-C", "-g",
+              "-o", "F", "-O", "summaryFormat=JSON", "-O", "summaryFile=S"]
+    assert bm.ior_options("posix_fpp", "16m", "1m", 4, 1, "F", "S") == ["-a", "POSIX", "-F"] + common
+    assert bm.ior_options("posix_shared", "16m", "1m", 4, 1, "F", "S") == ["-a", "POSIX"] + common
+    assert bm.ior_options("mpiio_collective", "16m", "1m", 4, 1, "F", "S") == \
+        ["-a", "MPIIO", "-c"] + common
+
+
+def test_mdtest_options():
+    assert bm.mdtest_options(1000, 1, "D") == ["-n", "1000", "-i", "1", "-d", "D"]
+    assert bm.mdtest_options(10, 2, "D", write_bytes=4096, tasks_per_node=8, nodes=2) == \
+        ["-n", "10", "-i", "2", "-d", "D", "-w", "4096", "-N", "8"]
+
+
+def test_ior_sanity_checks_the_pattern_and_the_ranks():
+    out = parse_ior(read("ior/ior_posix_shared_np2.json"))
+    assert bm.check_ior_summary(out, "posix_shared", 2) == 2 * 4 * 16 * MiB
+    with pytest.raises(Insane, match="not posix_fpp"):
+        bm.check_ior_summary(out, "posix_fpp", 2)
+    with pytest.raises(Insane, match="IOR ran 2 tasks, 4 were asked for"):
+        bm.check_ior_summary(out, "posix_shared", 4)
+
+
+# mdtest 3.3.0 (the `ior` Spack builds by default offline) prints a colon
+# after each operation; recorded in the Spack lab of this project.
+MDTEST_330 = """-- started at 11/22/2026 04:55:07 --
+
+mdtest-3.3.0 was launched with 2 total task(s) on 1 node(s)
+Command line used: mdtest '-n' '100' '-i' '1' '-d' '/tmp/t/tree' '-w' '1000'
+Path: /tmp/t
+FS: 252.0 GiB   Used FS: 5.2%   Inodes: 16.0 Mi   Used Inodes: 2.7%
+
+Nodemap: 11
+2 tasks, 200 files/directories
+
+SUMMARY rate: (of 1 iterations)
+   Operation                      Max            Min           Mean        Std Dev
+   ---------                      ---            ---           ----        -------
+   Directory creation        :       6983.315       6159.242       6571.279        412.036
+   Directory stat            :     537035.297      25674.910     281355.103     255680.193
+   Directory removal         :        295.835        289.020        292.428          3.407
+   File creation             :       6246.528       6016.936       6131.732        114.796
+   File stat                 :     770790.137      29740.533     400265.335     370524.802
+   File read                 :     359202.499      12677.815     185940.157     173262.342
+   File removal              :     149911.552      10282.588      80097.070      69814.482
+   Tree creation             :      13739.095      13739.095      13739.095          0.000
+   Tree removal              :         83.214         83.214         83.214          0.000
+-- finished at 11/22/2026 04:55:08 --
+"""
+
+
+@pytest.mark.parametrize("text,items", [(MDTEST_330, 100), (None, 200)])
+def test_mdtest_sanity(text, items):
+    out = parse_mdtest(text or read("ior/mdtest_np2_n200.txt"))
+    phases = _load_check("ior").MdtestRates.PHASES
+    bm.check_mdtest(out, 2, items, phases)
+    with pytest.raises(Insane, match="items"):
+        bm.check_mdtest(out, 2, items + 1, phases)
+
+
+# ----------------------------------------------------------------- Darshan
+
+def test_darshan_wraps_only_the_application():
+    exe, opts = darshan.wrap("/p/ior", ["-a", "POSIX"], "/rt", "/stage/app.darshan")
+    assert exe == "env"
+    assert opts == ["LD_PRELOAD=/rt/lib/libdarshan.so", "DARSHAN_LOGFILE=/stage/app.darshan",
+                    "/p/ior", "-a", "POSIX"]
+    # A dry run's placeholder prefix stays a command substitution.
+    exe, opts = darshan.wrap('"$(spack location -i ior)/bin/ior"', [],
+                             "$(spack location -i darshan-runtime)", "/s/app.darshan")
+    assert opts[0] == 'LD_PRELOAD="$(spack location -i darshan-runtime)/lib/libdarshan.so"'
+
+
+def test_darshan_log_of_a_non_mpi_runtime_is_refused():
+    nonmpi = parse_darshan(read("darshan/darshan-parser_ior_posix_shared_nonmpi_rank0.txt"))
+    with pytest.raises(ValueError, match="counts 1 process.*not built with MPI"):
+        darshan.check_ranks(nonmpi, 2)
+    mpi = parse_darshan(read("darshan/darshan-parser_ior_mpiio_collective_np2.txt"))
+    darshan.check_ranks(mpi, 2)
+
+
+def test_darshan_missing_log_says_why(tmp_path):
+    with pytest.raises(ValueError, match="no Darshan log.*built without MPI"):
+        darshan.load(str(tmp_path), str(tmp_path / "app.darshan"))
+
+
+def test_darshan_bytes_match_what_ior_moved():
+    parsed = parse_darshan(read("darshan/darshan-parser_ior_mpiio_collective_np2.txt"))
+    asked = 2 * 4 * 16 * MiB
+    darshan.check_bytes(parsed, "MPI-IO", asked, asked)
+    # Open MPI wrote 200 B to its shared-memory file: POSIX needs the allowance.
+    darshan.check_bytes(parsed, "POSIX", asked, asked, allowance=65536)
+    with pytest.raises(ValueError, match="saw 134217928 B written in POSIX"):
+        darshan.check_bytes(parsed, "POSIX", asked, asked)
+    with pytest.raises(ValueError, match="asked to move 268435456 B"):
+        darshan.check_bytes(parsed, "MPI-IO", 2 * asked, 2 * asked)
+
+
+def test_darshan_figures():
+    parsed = parse_darshan(read("darshan/darshan-parser_ior_mpiio_collective_np2.txt"))
+    fig = darshan.figures(parsed, "MPI-IO")
+    assert fig["bytes"] == 2 * 4 * 16 * MiB * 2
+    assert fig["meta_time"] is not None
+    lines = darshan.summary_lines(parsed, ["POSIX", "MPI-IO"])
+    assert lines[0].startswith("Darshan 3.5.0 log: 2 processes")
+    assert any(line.startswith("MPI-IO: written 134217728 B") for line in lines)
+
+
+# ----------------------------------------------------------------- Spack layer
+
+def test_spec_names():
+    builds = _load_lib("builds")
+    assert builds.spec_name("ior%gcc@4 +x") == "ior"
+    assert builds.spec_name("osu-micro-benchmarks@7.4 +cuda cuda_arch=80") == \
+        "osu-micro-benchmarks"
+    assert builds.spec_name("stream +openmp stream_array_size=3 %cce") == "stream"
+
+
+def test_composed_environment_searches_our_repo_before_builtin(tmp_path):
+    spackenv = _load_lib("spackenv")
+    site_dir = REPO / "site_configs" / "local"
+    composed = spackenv.compose(site_dir / "spack.yaml", site_dir, ["ior"], {},
+                                builtin_repo="/srv/spack-packages/repos/spack_repo/builtin")
+    repos = composed["spack"]["repos"]
+    assert list(repos) == ["hpc_health", "builtin"]
+    assert repos["hpc_health"] == str(REPO / "spack_repo" / "hpc_health")
+    # Written as composed: sorting the keys would put builtin first, and
+    # Spack would take its darshan-runtime, which drops MPI on Debian.
+    env_dir = tmp_path / "env"
+    args = ["ensure", "--spack", "/nonexistent/spack", "--env-dir", str(env_dir),
+            "--site-env", str(site_dir / "spack.yaml"), "--site-dir", str(site_dir),
+            "--out", str(tmp_path), "--spec", "ior",
+            "--builtin-repo", "/srv/spack-packages/repos/spack_repo/builtin"]
+    assert spackenv.main(args) == 1  # no Spack here; the file is written first
+    written = yaml.safe_load((env_dir / "spack.yaml").read_text())
+    assert list(written["spack"]["repos"]) == ["hpc_health", "builtin"]
+
+
+class _FakeBuild:
+    stdout, stderr = "rfm_build.out", "rfm_build.err"
+
+    def __init__(self, stagedir):
+        self.stagedir = str(stagedir)
+
+
+def test_spack_failure_excerpt_reaches_the_fixture(tmp_path):
+    builds = _load_lib("builds")
+    (tmp_path / "rfm_build.out").write_text("hpc-health: spackenv failed with exit 1\n")
+    (tmp_path / "rfm_build.err").write_text(
+        "==> Warning: x\nhpc-health: spack -e /e concretize -f failed (exit 1):\n"
+        "    ==> Error: No version for 'osu-micro-benchmarks' satisfies '@0.0'\n")
+    why = builds.spack_failure(_FakeBuild(tmp_path))
+    assert why.startswith("hpc-health: spack -e /e concretize -f failed")
+    assert "No version for 'osu-micro-benchmarks'" in why
+    (tmp_path / "rfm_build.out").write_text("hpc-health: Spack environment /e: ...\n")
+    assert builds.spack_failure(_FakeBuild(tmp_path)) is None
+
+
+def test_skip_reason_of_a_dependency_reaches_its_dependents():
+    fixture = {"unique_name": "OsuBuild_1", "system": "s", "partition": "p", "environ": "e",
+               "display_name": "OsuBuild ~s:p+e", "fixture": True, "result": "skip",
+               "fail_reason": None, "skip_reason": "Spack not found: ..."}
+    dependent = {"unique_name": "OsuCollective_2", "system": "s", "partition": "p",
+                 "environ": "e", "display_name": "OsuCollective %benchmark=osu_bcast",
+                 "result": "skip", "fail_reason": None,
+                 "dependencies_actual": [["OsuBuild_1", "s:p", "e"]]}
+    failed = dict(fixture, unique_name="IorBuild_3", display_name="IorBuild ~s:p+e",
+                  result="fail", fail_phase="sanity",
+                  fail_reason="hpc-health: spack install failed: ==> Error: x")
+    ior = dict(dependent, unique_name="IorBandwidth_4", display_name="IorBandwidth",
+               dependencies_actual=[["IorBuild_3", "s:p", "e"]])
+    report = {"runs": [{"testcases": [fixture, dependent, failed, ior]}]}
+    got = {m.test: m for m in results.measurements(report)}
+    assert got["OsuBuild"].fail_reason == "Spack not found: ..."
+    assert got["OsuCollective"].fail_reason == "OsuBuild skipped: Spack not found: ..."
+    assert got["IorBandwidth"].fail_reason.startswith("IorBuild failed: sanity: hpc-health:")
+    assert got["IorBuild"].result == "fail"
+
+
+# ----------------------------------------------------------------- settings
+
+def _site_copy(tmp_path, name="local"):
+    dst = tmp_path / name
+    shutil.copytree(REPO / "site_configs" / name, dst)
+    return dst
+
+
+def _edit(site_dir, change):
+    path = site_dir / "site.yaml"
+    doc = yaml.safe_load(path.read_text())
+    change(doc)
+    path.write_text(yaml.safe_dump(doc))
+
+
+@pytest.mark.parametrize("site", ["local", "example-slurm", "example-cray"])
+def test_sites_validate(site):
+    s = sites.load(REPO / "site_configs" / site)
+    assert s.partitions
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda d: d["partitions"]["default"]["osu"]["sizes"].update(latency=[8, 1000]),
+     "1000 is not a power of two"),
+    (lambda d: d["partitions"]["default"]["stream"].update(spec="stream stream_array_size=9"),
+     "sets stream_array_size"),
+    (lambda d: d["partitions"]["default"]["osu"].update(sizez={}), "unknown key"),
+    (lambda d: d["partitions"]["default"]["ior"].update(block_size="16 MB"), "does not match"),
+    (lambda d: d["spack"].update(develop={"stream": "/src/STREAM"}), "does not match"),
+])
+def test_bad_benchmark_settings_are_refused_with_their_key(tmp_path, change, message):
+    site_dir = _site_copy(tmp_path)
+    _edit(site_dir, change)
+    with pytest.raises(ConfigError, match=message):
+        sites.load(site_dir)
+
+
+def test_develop_setting_reaches_the_partition_extras(tmp_path):
+    site_dir = _site_copy(tmp_path)
+    _edit(site_dir, lambda d: d["spack"].update(develop={"stream": "src/STREAM@5.10"}))
+    extras = sites.partition_extras(site_dir, "default")["hpc_health"]
+    assert extras["spack"]["develop"] == {"stream": "src/STREAM@5.10"}
+    assert extras["stream"]["ntimes"] == 20
+
+
+# ----------------------------------------------------------------- helpers
+
+def _load_check(name):
+    modname = f"hpc_health_check_{name}"
+    if modname not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            modname, REPO / "reframe_checks" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        # ReFrame looks a check class's file up through sys.modules.
+        sys.modules[modname] = module
+        spec.loader.exec_module(module)
+    return sys.modules[modname]
+
+
+def _load_lib(name):
+    return importlib.import_module(f"healthlib.{name}")
