@@ -1,0 +1,287 @@
+"""The pure-Python half of the fault-injection proof: the statistics exactly as
+the product applies them, the night schedule, the calibration step and the
+results table.  No processes, no root; ``tests/test_fault_injection.py``
+exercises it.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import median
+
+from hpc_health import stats
+
+CLEAN = "clean"
+#: nominal degradations: name -> fraction worse
+SIZES = {"10%": 0.10, "25%": 0.25}
+#: detection targets from the issue
+TARGET_LARGE = 0.95          # ~25 %: DEGRADED in >= 95 % of trials
+TARGET_SMALL = 0.80          # ~10 %: >= 80 %, where MDC <= 10 %
+SMALL_MDC_LIMIT = 0.10
+TARGET_FALSE_ALARMS = 0.01   # over all verdicts of the clean nights
+
+
+def worse_by(value, ref, direction):
+    """Fraction by which ``value`` is worse than ``ref`` (negative: better),
+    as VerdictResult.worse_by counts it."""
+    dev = (value - ref) / ref
+    return dev if direction == stats.LOWER else -dev
+
+
+def log_worse(value, ref, direction):
+    d = math.log(value) - math.log(ref)
+    return d if direction == stats.LOWER else -d
+
+
+def from_log_worse(x, direction):
+    return math.expm1(x) if direction == stats.LOWER else -math.expm1(-x)
+
+
+# --- schedule ------------------------------------------------------------------
+
+def schedule(n_clean, trials, sizes=tuple(SIZES)):
+    """Order of the nights after the baseline: faulty nights of every size
+    alternate (a size is never measured in one block), and the clean nights
+    are spread evenly between them, so slow drift and episodes hit clean and
+    faulty nights alike instead of passing for a detection.  With as many
+    clean as faulty nights this is strictly clean/faulty/clean/faulty."""
+    faulty = []
+    for i in range(trials):
+        # ABBA within each pair of rounds: neither size always comes first
+        faulty += list(sizes) if i % 2 == 0 else list(reversed(sizes))
+    n_f = len(faulty)
+    out, fi = [], 0
+    for c in range(n_clean):
+        # faulty nights due before clean night c (even spreading)
+        due = round((c + 1) * n_f / (n_clean + 1)) if n_clean else n_f
+        while fi < due:
+            out.append(faulty[fi])
+            fi += 1
+        out.append(CLEAN)
+    out += faulty[fi:]
+    return out
+
+
+# --- calibration step ---------------------------------------------------------------
+
+def next_strength(points, target, s_min, s_max, slope=1.0):
+    """Next fault strength to try, from (strength, induced fraction) pairs.
+
+    Assumes the induced change grows like a power of the strength and fits
+    that power through the two points nearest the target (clamped to
+    0.3-3, so one noisy point cannot send the search far away); with one
+    point the power is ``slope``.  A point with no measurable effect doubles
+    the strength.  Returns None when the search cannot get closer (already
+    at the bound it would need to cross).
+    """
+    good = [(s, e) for s, e in points if s > 0 and e > 0.005]
+    if not good:
+        s = 2 * max(s for s, _ in points)
+    else:
+        good.sort(key=lambda p: abs(math.log(p[1] / target)))
+        s0, e0 = good[0]
+        p = slope
+        if len(good) >= 2:
+            s1, e1 = good[1]
+            if s1 != s0 and e1 != e0 and (s1 - s0) * (e1 - e0) > 0:
+                p = math.log(e1 / e0) / math.log(s1 / s0)
+        p = min(3.0, max(0.3, p))
+        s = s0 * (target / e0) ** (1.0 / p)
+    s = min(s_max, max(s_min, s))
+    if any(abs(s - q) <= 1e-9 * max(1.0, abs(q)) for q, _ in points):
+        return None
+    return s
+
+
+def best_point(points, target):
+    return min(points, key=lambda p: abs(math.log(max(p[1], 1e-4) / target)))
+
+
+def fit_strength(points, target, s_min, s_max):
+    """Strength for ``target`` from a least-squares power law through all
+    tries, or None when they do not support one.
+
+    One try is one clean/faulty pair, as noisy as a single run; a fit through
+    all of them averages that noise, where keeping the single closest try
+    would keep its luck.  Only interpolation (and a little beyond the tried
+    range) is trusted.
+    """
+    good = [(math.log(s), math.log(e)) for s, e in points if s > 0 and e > 0.01]
+    if len({x for x, _ in good}) < 2:
+        return None
+    xs, ys = zip(*good)
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    p = sum((x - mx) * (y - my) for x, y in good) / sxx
+    if not 0.3 <= p <= 3.0:
+        return None
+    s = math.exp(mx + (math.log(target) - my) / p)
+    lo, hi = min(math.exp(x) for x in xs), max(math.exp(x) for x in xs)
+    if not lo / 1.5 <= s <= hi * 1.5:
+        return None
+    return min(s_max, max(s_min, s))
+
+
+# --- verdicts ---------------------------------------------------------------
+
+def reference_for(baseline_nights, metric):
+    """The product's reference from the baseline nights of one metric."""
+    runs = [night["values"][metric.name] for night in baseline_nights]
+    return stats.propose_reference(runs, metric.unit, metric.direction)
+
+
+def judge(refs, metrics, values, alpha=stats.ALPHA):
+    """All verdicts of one night, Holm-corrected across its metrics as the
+    product's judge_all does; {metric: summary dict}."""
+    items = [(refs[m.name], values[m.name], m.direction) for m in metrics]
+    out = {}
+    for m, res in zip(metrics, stats.decide_many(items, alpha)):
+        out[m.name] = {"verdict": res.verdict, "value": res.value, "worse_by": res.worse_by,
+                       "p": res.p_worse, "mdc": res.mdc, "bound": res.bound}
+    return out
+
+
+# --- summary -------------------------------------------------------------------
+
+def _rate(k, n):
+    return k / n if n else None
+
+
+def summarize_fault(fault):
+    """Rows (one per size and metric) and the clean-night false alarms of one
+    fault record, from its nights only, so a table can always be rebuilt
+    from the JSON."""
+    metrics = fault["metrics"]
+    nights = [n for n in fault.get("nights", []) if n.get("phase") == "trial"]
+    clean = [n for n in nights if n["kind"] == CLEAN]
+    clean_verdicts = [n["verdicts"][m["name"]]["verdict"] for n in clean for m in metrics]
+    false_alarms = sum(v == stats.DEGRADED for v in clean_verdicts)
+    fa = {"clean_nights": len(clean), "verdicts": len(clean_verdicts),
+          "degraded": false_alarms, "rate": _rate(false_alarms, len(clean_verdicts)),
+          "reruns": fault.get("reruns", 0),
+          "loaded": sum(bool(n.get("loaded")) for n in nights)}
+    rows = []
+    for size, nominal in SIZES.items():
+        faulty = [n for n in nights if n["kind"] == size]
+        if not faulty:
+            continue
+        for m in metrics:
+            name, direction = m["name"], m["direction"]
+            hits = sum(n["verdicts"][name]["verdict"] == stats.DEGRADED for n in faulty)
+            clean_med = median([median(n["values"][name]) for n in clean]) if clean else None
+            faulty_med = median([median(n["values"][name]) for n in faulty])
+            mdcs = [n["verdicts"][name]["mdc"] for n in nights
+                    if n["verdicts"][name]["mdc"] is not None]
+            mdc = median(mdcs) if mdcs else None
+            row = {
+                "fault": fault["name"], "size": size, "nominal": nominal,
+                "metric": name, "primary": name == fault.get("primary"),
+                "trials": len(faulty), "detected": hits,
+                "detection_rate": _rate(hits, len(faulty)),
+                "induced": (worse_by(faulty_med, clean_med, direction)
+                            if clean_med else None),
+                "mdc": mdc,
+                "knob": (fault.get("calibration", {}).get(size) or {}).get("knob"),
+                "false_alarm_rate": fa["rate"],
+            }
+            row["target"] = target_status(row)
+            rows.append(row)
+    return rows, fa
+
+
+def target_status(row):
+    rate = row["detection_rate"]
+    if row["nominal"] >= 0.2:
+        return "met" if rate is not None and rate >= TARGET_LARGE else "NOT met"
+    if row["mdc"] is not None and row["mdc"] > SMALL_MDC_LIMIT:
+        return f"not claimed (MDC {_pct(row['mdc'])} > 10 %)"
+    return "met" if rate is not None and rate >= TARGET_SMALL else "NOT met"
+
+
+def summarize(results):
+    rows, total_v, total_d, total_n, skipped = [], 0, 0, 0, []
+    reruns = loaded = 0
+    for name, fault in results.get("faults", {}).items():
+        if fault.get("status") != "ok":
+            skipped.append((name, fault.get("reason", fault.get("status"))))
+            continue
+        r, fa = summarize_fault(fault)
+        rows += r
+        total_v += fa["verdicts"]
+        total_d += fa["degraded"]
+        total_n += fa["clean_nights"]
+        reruns += fa["reruns"]
+        loaded += fa["loaded"]
+    return {"rows": rows, "skipped": skipped, "reruns": reruns, "loaded": loaded,
+            "false_alarms": {"clean_nights": total_n, "verdicts": total_v,
+                             "degraded": total_d, "rate": _rate(total_d, total_v),
+                             "target": ("met" if total_n >= 30 and total_v
+                                        and total_d / total_v <= TARGET_FALSE_ALARMS
+                                        else "NOT met")}}
+
+
+def _pct(x, digits=1):
+    if x is None:
+        return "–"
+    if abs(x) >= 10:
+        return f"{'>' if x > 0 else '<-'}1000 %"   # beyond any figure worth reading
+    return f"{100 * x:.{digits}f} %"
+
+
+def _knob_text(knob):
+    if not knob:
+        return "–"
+    return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                     for k, v in knob.items())
+
+
+def render_table(results):
+    """Markdown table of the measured results (README section)."""
+    s = summarize(results)
+    lines = [
+        "| fault | metric | nominal | measured change | fault setting | trials | "
+        "detected | false alarms (clean) | MDC | target |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    fa_by_fault = {}
+    for name, fault in results.get("faults", {}).items():
+        if fault.get("status") == "ok":
+            fa_by_fault[name] = summarize_fault(fault)[1]
+    for r in s["rows"]:
+        fa = fa_by_fault[r["fault"]]
+        metric = r["metric"] + ("" if r["primary"] else " (secondary)")
+        lines.append(
+            f"| {r['fault']} | {metric} | {r['size']} | {_pct(r['induced'])} | "
+            f"{_knob_text(r['knob'])} | {r['trials']} | "
+            f"{r['detected']}/{r['trials']} = {_pct(r['detection_rate'], 0)} | "
+            f"{fa['degraded']}/{fa['verdicts']} = {_pct(fa['rate'])} | "
+            f"{_pct(r['mdc'])} | {r['target']} |")
+    fa = s["false_alarms"]
+    lines.append("")
+    lines.append(f"False alarms over all clean nights: {fa['degraded']} DEGRADED of "
+                 f"{fa['verdicts']} verdicts in {fa['clean_nights']} clean nights = "
+                 f"{_pct(fa['rate'], 2)} (target ≤ 1 % over ≥ 30 clean runs: {fa['target']}).")
+    lines.append(f"Runs discarded and re-run because other processes used the CPUs: "
+                 f"{s['reruns']}; runs kept although loaded (re-runs exhausted): {s['loaded']}.")
+    for name, why in s["skipped"]:
+        lines.append(f"Not measured: `{name}`: {why}.")
+    return "\n".join(lines)
+
+
+def render_text(results):
+    """Plain per fault and size listing for the terminal."""
+    s = summarize(results)
+    out = []
+    for r in s["rows"]:
+        out.append(f"{r['fault']:<14} {r['size']:>4} {r['metric']:<24} trials {r['trials']:>3}  "
+                   f"detection {_pct(r['detection_rate'], 0):>6}  "
+                   f"false-alarm {_pct(r['false_alarm_rate']):>7}  MDC {_pct(r['mdc']):>7}  "
+                   f"induced {_pct(r['induced']):>7}  {r['target']}")
+    fa = s["false_alarms"]
+    out.append(f"clean nights {fa['clean_nights']}, verdicts {fa['verdicts']}, DEGRADED "
+               f"{fa['degraded']} = {_pct(fa['rate'], 2)} ({fa['target']})")
+    out.append(f"re-run because of foreign load: {s['reruns']}; kept although loaded: "
+               f"{s['loaded']}")
+    for name, why in s["skipped"]:
+        out.append(f"not measured: {name}: {why}")
+    return "\n".join(out)

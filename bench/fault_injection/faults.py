@@ -1,0 +1,333 @@
+"""Set-up and guaranteed removal of the injected faults.
+
+Every fault is a context manager whose ``finally`` undoes exactly what it
+did, and only that: a namespace, qdisc, cgroup, loop device or mount that
+already existed is refused rather than reused, so cleaning up can never take
+away something another user of the machine set up.  Cleanup steps are run
+one by one and a failing step is reported without skipping the rest.
+
+SIGTERM and SIGHUP are turned into KeyboardInterrupt (:func:`install_signal_handlers`)
+so that an interrupted run unwinds through the same ``finally`` blocks as
+Ctrl-C does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+class FaultError(RuntimeError):
+    """A fault cannot be set up on this machine; the message says why."""
+
+
+class CommandError(RuntimeError):
+    def __init__(self, cmd, rc, out, err):
+        tail = "\n".join((err or out or "").strip().splitlines()[-8:])
+        super().__init__(f"{' '.join(map(str, cmd))} exited {rc}: {tail}")
+        self.cmd, self.rc, self.out, self.err = cmd, rc, out, err
+
+
+def warn(msg):
+    print(f"fault_injection: warning: {msg}", file=sys.stderr, flush=True)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def install_signal_handlers():
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
+
+
+def _kill_group(proc, grace=3.0):
+    """Stop a child we started and everything it started (its own session).
+
+    mpirun killed alone can leave its ranks spinning; they share the
+    session the child was started in, so the group is what must go.
+    """
+    if proc.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, grace)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run(cmd, env=None, timeout=300, check=True, cwd=None):
+    """Run a command to completion; (stdout, stderr).  On timeout, error or
+    interrupt the command's whole process group is stopped before raising."""
+    proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        _kill_group(proc)
+        raise
+    if check and proc.returncode != 0:
+        raise CommandError(cmd, proc.returncode, out, err)
+    return out, err
+
+
+def _undo(step, *args):
+    try:
+        step(*args)
+    except Exception as exc:   # keep cleaning up; say what is left behind
+        warn(f"cleanup step {getattr(step, '__name__', step)}{args} failed: {exc}")
+
+
+# --- scratch -----------------------------------------------------------------
+
+@contextlib.contextmanager
+def scratch_dir(parent=None, keep=False):
+    """A fresh directory for builds, loop images and IOR files; removed at the
+    end unless ``keep``.  Only this directory, which we created, is removed."""
+    path = Path(tempfile.mkdtemp(prefix="hpc-health-fi-", dir=parent))
+    try:
+        yield path
+    finally:
+        if keep:
+            print(f"fault_injection: scratch kept at {path}", file=sys.stderr)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+# --- (a) memory: paced copy hog ----------------------------------------------
+
+class HogStats:
+    achieved_mbs: float | None = None
+
+
+@contextlib.contextmanager
+def memory_hog(binary, rate_mbs, cpu, warmup=0.3):
+    """Run ``memhog`` at ``rate_mbs`` (0: unpaced) pinned to ``cpu``."""
+    stats = HogStats()
+    cmd = ["taskset", "-c", str(cpu), str(binary), str(int(round(rate_mbs)))]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        time.sleep(warmup)   # buffers touched and pacing settled before timing
+        if proc.poll() is not None:
+            raise FaultError(f"memhog exited at start: {proc.stderr.read().strip()}")
+        yield stats
+    finally:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        try:
+            _, err = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            err = ""
+        for line in (err or "").splitlines():
+            if "MB/s" in line:
+                try:
+                    stats.achieved_mbs = float(line.rsplit(":", 1)[1].split()[0])
+                except (IndexError, ValueError):
+                    pass
+
+
+# --- (b) network: namespace + tbf on its lo ----------------------------------
+
+def _netns_list():
+    out, _ = run(["ip", "netns", "list"])
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+@contextlib.contextmanager
+def network_namespace(name):
+    """A new network namespace with only ``lo`` (up); deleted afterwards.
+
+    Running the whole mpirun inside it keeps the shaped traffic away from
+    every other user of the host, and a deleted namespace takes its qdisc
+    with it, so nothing can be left throttled."""
+    if shutil.which("ip") is None:
+        raise FaultError("iproute2 'ip' not found")
+    if name in _netns_list():
+        raise FaultError(f"network namespace {name} already exists (not ours; not touched)")
+    run(["ip", "netns", "add", name])
+    try:
+        run(["ip", "-n", name, "link", "set", "lo", "up"])
+        yield name
+    finally:
+        _undo(run, ["ip", "netns", "delete", name])
+
+
+@contextlib.contextmanager
+def tbf_on_lo(netns, rate_bps, burst_bytes=None, latency_ms=100):
+    """Token-bucket rate limit on the namespace's ``lo``: rate only, no added
+    delay (a packet waits only when the bucket is empty).
+
+    The burst must hold one full loopback frame (MTU 65536), or tbf drops
+    every such packet and TCP stalls; beyond that it is kept near 2 ms of the
+    rate so short messages cannot slip through unshaped.
+    """
+    if shutil.which("tc") is None:
+        raise FaultError("'tc' (iproute2) not found")
+    rate = int(rate_bps)
+    burst = int(burst_bytes or max(256 * 1024, rate / 8 * 0.002))
+    run(["tc", "-n", netns, "qdisc", "add", "dev", "lo", "root", "tbf", "rate", f"{rate}bit",
+         "burst", str(burst), "latency", f"{latency_ms}ms"])
+    try:
+        yield {"rate_mbit": rate / 1e6, "burst_bytes": burst}
+    finally:
+        _undo(run, ["tc", "-n", netns, "qdisc", "del", "dev", "lo", "root"])
+
+
+def check_tbf(netns):
+    """Fail early if this kernel has no tbf (a missing sch_tbf module)."""
+    try:
+        with tbf_on_lo(netns, 1_000_000_000):
+            pass
+    except CommandError as exc:
+        raise FaultError(f"tc tbf does not work here: {exc}") from None
+
+
+# --- cgroup v1 -------------------------------------------------------------
+
+def cgroup_v1_available(controller):
+    base = CGROUP_ROOT / controller
+    return (base / "cgroup.procs").exists() and any(
+        p.name.startswith(controller + ".") for p in base.iterdir())
+
+
+@contextlib.contextmanager
+def cgroup_v1(controller, name):
+    """A new cgroup under the v1 ``controller`` hierarchy, removed afterwards
+    (any process still in it is first moved back to the root)."""
+    base = CGROUP_ROOT / controller
+    if not cgroup_v1_available(controller):
+        raise FaultError(f"no cgroup-v1 '{controller}' hierarchy at {base}")
+    path = base / name
+    if path.exists():
+        raise FaultError(f"cgroup {path} already exists (not ours; not touched)")
+    path.mkdir()
+    try:
+        yield path
+    finally:
+        def _empty_and_remove():
+            for _ in range(50):
+                pids = (path / "cgroup.procs").read_text().split()
+                for pid in pids:
+                    try:
+                        (base / "cgroup.procs").write_text(pid)
+                    except OSError:
+                        pass   # exited meanwhile
+                try:
+                    path.rmdir()
+                    return
+                except OSError:
+                    time.sleep(0.1)
+            raise OSError(f"cannot remove {path}")
+        _undo(_empty_and_remove)
+
+
+def _write(path, text):
+    Path(path).write_text(text)
+
+
+@contextlib.contextmanager
+def blkio_throttle(cgroup, majmin, read_bps=None, write_bps=None):
+    """cgroup-v1 blkio.throttle limits for one device.  Only I/O the cgroup's
+    processes submit themselves is throttled: O_DIRECT is, page-cache
+    write-back (done by kernel threads) is not."""
+    done = []
+    try:
+        for kind, bps in (("read", read_bps), ("write", write_bps)):
+            if bps:
+                f = cgroup / f"blkio.throttle.{kind}_bps_device"
+                _write(f, f"{majmin} {int(bps)}")
+                done.append(f)
+        yield
+    finally:
+        for f in done:
+            _undo(_write, f, f"{majmin} 0")   # "0" deletes the rule
+
+
+@contextlib.contextmanager
+def cpu_quota(cgroup, fraction, period_us=10000):
+    """CFS bandwidth limit: ``fraction`` of one CPU per period."""
+    _write(cgroup / "cpu.cfs_period_us", str(int(period_us)))
+    _write(cgroup / "cpu.cfs_quota_us", str(max(1000, int(round(fraction * period_us)))))
+    try:
+        yield
+    finally:
+        _undo(_write, cgroup / "cpu.cfs_quota_us", "-1")
+
+
+# --- (d) loop device with a file system ------------------------------------
+
+@contextlib.contextmanager
+def loop_filesystem(backing_dir, size_mib, mountpoint):
+    """A file-backed loop device with ext4, mounted at ``mountpoint``.
+    Yields (device, "major:minor").  Unmounted, detached and deleted after.
+
+    The backing file is fully allocated up front: otherwise the first pass
+    over it measures block allocation, not the device.
+    """
+    for tool in ("losetup", "mkfs.ext4", "mount", "umount"):
+        if shutil.which(tool) is None:
+            raise FaultError(f"'{tool}' not found")
+    image = Path(backing_dir) / f"fi-loop-{os.getpid()}.img"
+    if image.exists():
+        raise FaultError(f"{image} exists (not ours; not touched)")
+    fd = os.open(image, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    dev = None
+    mounted = False
+    mnt = Path(mountpoint)
+    mnt_created = False
+    try:
+        try:
+            os.posix_fallocate(fd, 0, size_mib << 20)
+        finally:
+            os.close(fd)
+        out, _ = run(["losetup", "--find", "--show", str(image)])
+        dev = out.strip()
+        run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", dev])
+        if not mnt.exists():
+            mnt.mkdir(parents=True)
+            mnt_created = True
+        run(["mount", dev, str(mnt)])
+        mounted = True
+        st = os.stat(dev)
+        yield dev, f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
+    finally:
+        if mounted:
+            _undo(run, ["umount", str(mnt)])
+        if dev:
+            _undo(run, ["losetup", "-d", dev])
+        if mnt_created:
+            _undo(os.rmdir, mnt)
+        _undo(os.unlink, image)
+
+
+def backing_dir_default(scratch):
+    """tmpfs when there is one: a throttle on a loop device over RAM measures
+    the throttle, while a disk-backed image adds the host disk's own noise."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        return shm
+    return scratch
+
+
+def rank_wrapper_path():
+    return Path(__file__).resolve().parent / "rank_cgroup.sh"

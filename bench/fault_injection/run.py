@@ -1,0 +1,391 @@
+#!/usr/bin/env python3
+"""Proof by injected faults: does hpc-health say DEGRADED when, and only when,
+performance degrades?
+
+For each fault: a baseline of R clean "nights" (k samples each) becomes the
+product's reference (``propose_reference``); the fault's strength is
+calibrated to ~10 % and ~25 % degradation of the workload's main figure;
+then faulty nights of both sizes and clean nights are run interleaved, every
+night judged by ``decide_many`` exactly as ``hpc-health`` judges a run.
+Detection rate, false-alarm rate and the minimum detectable change come out
+per fault and size.  Needs root (namespaces, tc, cgroups, loop devices).
+
+    python3 bench/fault_injection/run.py --quick                 # smoke test
+    python3 bench/fault_injection/run.py --out results.json      # full run
+    python3 bench/fault_injection/run.py --table results.json --readme
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import glob
+import json
+import math
+import os
+import platform
+import shutil
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+sys.path.insert(0, str(HERE))
+
+import analysis  # noqa: E402
+import faults  # noqa: E402
+import quiet  # noqa: E402
+from faults import FaultError, run  # noqa: E402
+from scenarios import SCENARIOS  # noqa: E402
+from workloads import median  # noqa: E402
+
+from hpc_health import stats  # noqa: E402
+
+DEFAULT_FAULTS = "memory,network,latency,io,slow-rank"
+README = HERE / "README.md"
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+
+#: where a Spack lab may have installed the benchmarks (searched after PATH)
+LAB_GLOBS = {
+    "stream": ["/opt/lab/opt/*/stream-*/bin/stream_c.exe"],
+    "osu_latency": ["/opt/lab/opt/*/osu-micro-benchmarks-*/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency"],
+    "osu_bw": ["/opt/lab/opt/*/osu-micro-benchmarks-*/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_bw"],
+    "ior": ["/opt/lab/opt/*/ior-*/bin/ior"],
+}
+PATH_NAMES = {"stream": "stream_c.exe", "osu_latency": "osu_latency", "osu_bw": "osu_bw",
+              "ior": "ior"}
+ENV_NAMES = {"stream": "FI_STREAM", "osu_latency": "FI_OSU_LATENCY", "osu_bw": "FI_OSU_BW",
+             "ior": "FI_IOR"}
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def find_binary(key, given):
+    """Option, then environment variable, then PATH, then the lab's install tree."""
+    for cand in (given, os.environ.get(ENV_NAMES[key])):
+        if cand:
+            return cand   # a wrong explicit path is reported, not replaced
+    found = shutil.which(PATH_NAMES[key])
+    if found:
+        return found
+    for pattern in LAB_GLOBS[key]:
+        hits = sorted(glob.glob(pattern))
+        if hits:
+            return hits[-1]
+    return None
+
+
+def build_tools(scratch, opts):
+    """Our C helpers and kernels, built into the scratch directory."""
+    tools = {"scratch": scratch}
+    bindir = scratch / "bin"
+    bindir.mkdir()
+    for name, src in (("memhog", "memhog.c"), ("triad", "triad.c")):
+        run(["gcc", "-O2", "-Wall", "-Wextra", "-o", bindir / name, HERE / src])
+        tools[name] = bindir / name
+    run(["mpicc", "-O2", "-Wall", "-Wextra", "-shared", "-fPIC", "-o",
+         bindir / "libpmpi_delay.so", HERE / "pmpi_delay.c"])
+    tools["pmpi_delay"] = bindir / "libpmpi_delay.so"
+    sys.path.insert(0, str(REPO / "tests"))
+    import mpi_env   # the test suite's builder, so the kernels are built one way
+    kbin = Path(mpi_env.build_kernels(scratch / "kernels"))
+    tools["halo"], tools["barrier"] = kbin / "halo", kbin / "barrier"
+    for key in LAB_GLOBS:
+        tools[key] = find_binary(key, getattr(opts, key))
+    return tools
+
+
+class Recorder:
+    """Results document, rewritten after every night so an interrupted run
+    keeps what it measured."""
+
+    def __init__(self, path, meta):
+        self.path = Path(path)
+        self.doc = {"meta": meta, "faults": {}}
+
+    def fault(self, name):
+        return self.doc["faults"].setdefault(name, {"name": name, "status": "running",
+                                                   "nights": []})
+
+    def save(self):
+        # One line per night keeps the file small and still readable.
+        lines = {}
+        doc = {"meta": self.doc["meta"], "faults": {}}
+        for name, fr in self.doc["faults"].items():
+            fr = dict(fr)
+            keys = []
+            for i, n in enumerate(fr.get("nights", [])):
+                key = f"@@night-{name}-{i}@@"
+                lines[key] = json.dumps(n, default=_jsonable, separators=(",", ":"))
+                keys.append(key)
+            fr["nights"] = keys
+            doc["faults"][name] = fr
+        text = json.dumps(doc, indent=1, default=_jsonable)
+        for key, line in lines.items():
+            text = text.replace(f'"{key}"', line, 1)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(text + "\n")
+        tmp.replace(self.path)
+
+
+def _jsonable(o):
+    if isinstance(o, Path):
+        return str(o)
+    if hasattr(o, "item"):
+        return o.item()
+    raise TypeError(type(o))
+
+
+_waited = [0.0]
+
+
+def wait_for_quiet(opts):
+    """Wait for other processes to leave the CPUs, within the run's total
+    waiting budget (--max-wait); False once that is spent."""
+    left = opts.max_wait - _waited[0]
+    if left <= 0:
+        return False
+    t = time.monotonic()
+    ok = quiet.wait_quiet(opts.foreign_cpu, max_wait=left, log=log)
+    _waited[0] += time.monotonic() - t
+    return ok
+
+
+def run_fault(sc, opts, rec):
+    fr = rec.fault(sc.name)
+    fr["what"] = sc.what
+    try:
+        wl = sc.workload()
+    except FaultError as exc:
+        fr.update(status="skipped", reason=str(exc))
+        log(f"{sc.name}: skipped: {exc}")
+        return
+    fr.update(workload=wl.describe(), primary=wl.primary,
+              metrics=[m.__dict__ for m in wl.metrics])
+    k = opts.samples
+    t0 = time.time()
+    try:
+        with sc.session() as renv:
+            clean_env = sc.clean_env()
+
+            def night(kind, phase, strength=None):
+                for attempt in range(opts.reruns + 1):
+                    t = time.time()
+                    meter = quiet.CpuMeter()
+                    info = {}
+                    if strength is None:
+                        values = wl.night(k, renv, clean_env)
+                    else:
+                        with sc.inject(strength) as (env, info):
+                            values = wl.night(k, renv, env)
+                    foreign, steal = meter.foreign()
+                    if foreign <= opts.foreign_cpu or attempt == opts.reruns:
+                        break
+                    fr["reruns"] = fr.get("reruns", 0) + 1
+                    log(f"{sc.name}: other processes used {foreign:.2f} cores during this "
+                        f"{kind} run: discarded, re-run when quiet")
+                    wait_for_quiet(opts)
+                rec_n = {"phase": phase, "kind": kind, "t": round(t, 1),
+                         "seconds": round(time.time() - t, 2), "values": values,
+                         "foreign_cores": round(foreign, 3), "steal_cores": round(steal, 3)}
+                if foreign > opts.foreign_cpu:
+                    rec_n["loaded"] = True   # kept only because the re-runs ran out
+                if strength is not None:
+                    rec_n["strength"] = strength
+                    rec_n["knob"] = sc.knob(strength)
+                    rec_n["injected"] = info
+                fr["nights"].append(rec_n)
+                return rec_n
+
+            wait_for_quiet(opts)
+            log(f"{sc.name}: workload {wl.name}; warm-up")
+            wl.night(k, renv, clean_env)   # first-touch, caches, page-ins: not a night
+            for i in range(opts.baseline_runs):
+                night(analysis.CLEAN, "baseline")
+            rec.save()
+            base = [n for n in fr["nights"] if n["phase"] == "baseline"]
+            refs = {m.name: analysis.reference_for(base, m) for m in wl.metrics}
+            fr["reference"] = {name: r.to_dict() for name, r in refs.items()}
+            sc.set_clean(refs)
+            for name, r in refs.items():
+                log(f"{sc.name}: reference {name} = {r.value:.4g} {r.unit}, bound "
+                    f"±{100 * r.upper:.1f} %, between-run {100 * (r.between_run_spread or 0):.1f} %"
+                    f", within-run {100 * (r.within_run_spread or 0):.1f} %")
+
+            direction = next(m.direction for m in wl.metrics if m.name == wl.primary)
+            fr["calibration"] = {}
+            for size, target in analysis.SIZES.items():
+                points = []
+                s = sc.initial_strength(target)
+                for _ in range(opts.calibration_steps):
+                    s = min(sc.s_max, max(sc.s_min, s))
+                    c = night(analysis.CLEAN, "calibration")
+                    f = night(size, "calibration", s)
+                    e = analysis.worse_by(median(f["values"][wl.primary]),
+                                          median(c["values"][wl.primary]), direction)
+                    points.append((s, e))
+                    log(f"{sc.name}: calibrating {size}: {sc.knob(s)} -> {100 * e:+.1f} %")
+                    if abs(math.log((1 + max(e, -0.99)) / (1 + target))) \
+                            <= opts.calibration_tolerance:
+                        break
+                    nxt = analysis.next_strength(points, target, sc.s_min, sc.s_max, sc.slope)
+                    if nxt is None:
+                        break
+                    s = nxt
+                s, e = analysis.best_point(points, target)
+                how = "closest try"
+                if abs(math.log((1 + max(e, -0.99)) / (1 + target))) > opts.calibration_tolerance:
+                    fitted = analysis.fit_strength(points, target, sc.s_min, sc.s_max)
+                    if fitted is not None:
+                        s, e, how = fitted, None, "power-law fit through all tries"
+                fr["calibration"][size] = {"target": target, "points": points, "strength": s,
+                                           "knob": sc.knob(s), "calibrated_change": e,
+                                           "chosen_by": how}
+                log(f"{sc.name}: {size} -> {sc.knob(s)} ({how})")
+                rec.save()
+
+            for kind in analysis.schedule(opts.clean_runs, opts.trials):
+                s = None if kind == analysis.CLEAN else fr["calibration"][kind]["strength"]
+                n = night(kind, "trial", s)
+                n["verdicts"] = analysis.judge(refs, wl.metrics, n["values"])
+                v = n["verdicts"][wl.primary]
+                log(f"{sc.name}: {kind:>5}: {wl.primary} {median(n['values'][wl.primary]):.4g} "
+                    f"({100 * v['worse_by']:+.1f} %) {v['verdict']}")
+                rec.save()
+        fr["status"] = "ok"
+    except FaultError as exc:
+        fr.update(status="skipped", reason=str(exc))
+        log(f"{sc.name}: skipped: {exc}")
+    except KeyboardInterrupt:
+        fr["status"] = "interrupted"
+        raise
+    except Exception as exc:
+        fr.update(status="error", reason=f"{type(exc).__name__}: {exc}")
+        log(f"{sc.name}: ERROR: {exc}")
+    finally:
+        fr["seconds"] = round(time.time() - t0, 1)
+        rec.save()
+
+
+def apply_quick(opts):
+    """Smoke-test sizes: every code path, no statistics worth reading."""
+    opts.trials, opts.baseline_runs, opts.clean_runs = 2, 4, 3
+    opts.samples, opts.calibration_steps = 2, 2
+    opts.osu_lat_iters, opts.osu_bw_iters = 2000, 4
+    opts.halo_lat_iters, opts.halo_bw_iters, opts.halo_quota_iters = 500, 10, 200
+    opts.barrier_iters, opts.io_mib = 5000, 128
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--faults", default=DEFAULT_FAULTS,
+                   help=f"comma-separated, of: {', '.join(SCENARIOS)} (default {DEFAULT_FAULTS})")
+    p.add_argument("--trials", type=int, default=20, help="faulty nights per fault and size")
+    p.add_argument("--baseline-runs", type=int, default=stats.RECOMMENDED_RUNS,
+                   help="clean nights making the reference (default: the product's %(default)s)")
+    p.add_argument("--samples", type=int, default=stats.RECOMMENDED_SAMPLES,
+                   help="samples per night (default: the product's %(default)s)")
+    p.add_argument("--clean-runs", type=int, default=30,
+                   help="clean nights interleaved with the faulty ones, per fault")
+    p.add_argument("--calibration-steps", type=int, default=4)
+    p.add_argument("--calibration-tolerance", type=float, default=0.02,
+                   help="accept a strength whose change is within this log distance "
+                        "of the target (default %(default)s)")
+    p.add_argument("--foreign-cpu", type=float, default=0.25,
+                   help="a run during which other processes used more than this many "
+                        "cores is discarded and re-run (default %(default)s)")
+    p.add_argument("--reruns", type=int, default=3, help="re-runs of one run at most")
+    p.add_argument("--max-wait", type=float, default=1800,
+                   help="total seconds to wait for other processes to go (default %(default)s)")
+    p.add_argument("--quick", action="store_true", help="tiny smoke run")
+    p.add_argument("--out", default=str(HERE / "results.json"))
+    p.add_argument("--table", metavar="JSON", help="only render the table of a results file")
+    p.add_argument("--readme", action="store_true",
+                   help="with --table: write the table into README.md between its markers")
+    p.add_argument("--kernels-only", action="store_true",
+                   help="ignore STREAM/OSU/IOR binaries; use our kernels and probes")
+    p.add_argument("--scratch-parent", default=None, help="where the scratch directory goes")
+    p.add_argument("--keep-scratch", action="store_true")
+    p.add_argument("--io-backing", default=None,
+                   help="directory for the loop image (default /dev/shm, else scratch)")
+    p.add_argument("--io-mib", type=int, default=1024, help="IOR block size per repetition")
+    for key in LAB_GLOBS:
+        p.add_argument("--" + key.replace("_", "-"), dest=key, default=None,
+                       help=f"path to {PATH_NAMES[key]} (or ${ENV_NAMES[key]})")
+    p.add_argument("--osu-lat-iters", type=int, default=20000)
+    p.add_argument("--osu-bw-iters", type=int, default=10)
+    p.add_argument("--halo-lat-iters", type=int, default=5000)
+    p.add_argument("--halo-bw-iters", type=int, default=20)
+    p.add_argument("--halo-quota-iters", type=int, default=2000)
+    p.add_argument("--barrier-iters", type=int, default=50000)
+    opts = p.parse_args(argv)
+    if opts.quick:
+        apply_quick(opts)
+    return opts
+
+
+def write_readme(table):
+    text = README.read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{README} has no {BEGIN} ... {END} markers")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    README.write_text(f"{head}{BEGIN}\n{table}\n{END}{tail}")
+
+
+def main(argv=None):
+    opts = parse_args(argv)
+    if opts.table:
+        doc = json.loads(Path(opts.table).read_text())
+        print(analysis.render_text(doc))
+        table = analysis.render_table(doc)
+        print()
+        print(table)
+        if opts.readme:
+            write_readme(table)
+        return 0
+    names = [n.strip() for n in opts.faults.split(",") if n.strip()]
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        raise SystemExit(f"unknown fault(s) {unknown}; known: {', '.join(SCENARIOS)}")
+    if os.geteuid() != 0:
+        raise SystemExit("needs root: network namespaces, tc, cgroups and loop devices")
+
+    faults.install_signal_handlers()
+    meta = {"started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "host": platform.node(), "kernel": platform.release(),
+            "cpus": os.cpu_count(), "argv": sys.argv[1:],
+            "alpha": stats.ALPHA, "power": stats.POWER,
+            "episode_floor": stats.EPISODE_FLOOR,
+            "options": {k: v for k, v in vars(opts).items() if k not in ("table", "readme")},
+            "loadavg_start": os.getloadavg()}
+    rec = Recorder(opts.out, meta)
+    rc = 0
+    with faults.scratch_dir(opts.scratch_parent, keep=opts.keep_scratch) as scratch:
+        try:
+            log(f"building helpers and kernels in {scratch}")
+            tools = build_tools(scratch, opts)
+            meta["tools"] = {k: str(v) if v else None for k, v in tools.items()}
+            for name in names:
+                run_fault(SCENARIOS[name](tools, opts), opts, rec)
+        except KeyboardInterrupt:
+            log("interrupted: faults removed, partial results kept")
+            meta["interrupted"] = True
+            rc = 130
+        finally:
+            meta["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+            meta["loadavg_end"] = os.getloadavg()
+            meta["waited_for_quiet_s"] = round(_waited[0], 1)
+            rec.save()
+    print()
+    print(analysis.render_text(rec.doc))
+    log(f"results in {opts.out}")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""The pure-Python parts of bench/fault_injection: schedule, calibration step,
+verdict bookkeeping and the results table (no root, no MPI)."""
+
+import math
+import re
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "bench" / "fault_injection"))
+
+import analysis  # noqa: E402
+from hpc_health import stats  # noqa: E402
+
+
+def test_schedule_alternates_clean_and_faulty_when_counts_match():
+    order = analysis.schedule(n_clean=4, trials=2)
+    assert order.count("clean") == 4
+    assert order.count("10%") == 2 and order.count("25%") == 2
+    # no two faulty nights next to each other when there are enough clean ones
+    for a, b in zip(order, order[1:]):
+        assert not (a != "clean" and b != "clean")
+
+
+def test_schedule_spreads_fewer_clean_nights_and_keeps_all_nights():
+    order = analysis.schedule(n_clean=30, trials=20)
+    assert len(order) == 70 and order.count("clean") == 30
+    # clean nights are spread over the whole run, not bunched at one end
+    idx = [i for i, k in enumerate(order) if k == "clean"]
+    assert idx[0] < 5 and idx[-1] > 60
+    # both sizes appear in both halves (no size measured in one block)
+    half = order[:35]
+    assert "10%" in half and "25%" in half and "10%" in order[35:] and "25%" in order[35:]
+
+
+def test_next_strength_linear_then_fitted():
+    # one point, slope 1: scale by target / effect
+    assert analysis.next_strength([(100.0, 0.05)], 0.10, 1, 1e6) == pytest.approx(200.0)
+    # two points on effect = 1e-3 * s**2: the fitted power finds the target
+    pts = [(5.0, 1e-3 * 25), (8.0, 1e-3 * 64)]
+    s = analysis.next_strength(pts, 0.25, 1, 1e6)
+    assert 1e-3 * s ** 2 == pytest.approx(0.25, rel=1e-6)
+
+
+def test_next_strength_no_effect_doubles_and_bounds_stop():
+    assert analysis.next_strength([(10.0, 0.0)], 0.1, 1, 100) == 20.0
+    assert analysis.next_strength([(0.95, 0.1)], 0.25, 0.01, 0.95) is None
+
+
+def test_worse_by_directions():
+    assert analysis.worse_by(110, 100, stats.LOWER) == pytest.approx(0.10)
+    assert analysis.worse_by(75, 100, stats.HIGHER) == pytest.approx(0.25)
+    assert analysis.from_log_worse(analysis.log_worse(75, 100, stats.HIGHER),
+                                   stats.HIGHER) == pytest.approx(0.25)
+
+
+def _night(kind, values, refs, metrics, phase="trial"):
+    n = {"phase": phase, "kind": kind, "values": values}
+    if phase == "trial":
+        n["verdicts"] = analysis.judge(refs, metrics, values)
+    return n
+
+
+def test_judge_and_summary_on_synthetic_nights():
+    rng = np.random.default_rng(1)
+    from workloads import Metric
+    metrics = [Metric("bw", "MB/s", stats.HIGHER), Metric("lat", "us", stats.LOWER)]
+
+    def draw(bw_scale=1.0, lat_scale=1.0):
+        return {"bw": list(1000 * bw_scale * np.exp(rng.normal(0, 0.01, 3))),
+                "lat": list(2.0 * lat_scale * np.exp(rng.normal(0, 0.01, 3)))}
+
+    base = [_night("clean", draw(), None, metrics, "baseline") for _ in range(20)]
+    refs = {m.name: analysis.reference_for(base, m) for m in metrics}
+    nights = base[:]
+    for kind in analysis.schedule(10, 5):
+        scale = {"clean": 1.0, "10%": 0.9, "25%": 0.75}[kind]
+        nights.append(_night(kind, draw(bw_scale=scale), refs, metrics))
+    fault = {"name": "demo", "status": "ok", "primary": "bw",
+             "metrics": [m.__dict__ for m in metrics], "nights": nights,
+             "calibration": {"25%": {"knob": {"x": 1.5}}}}
+    rows, fa = analysis.summarize_fault(fault)
+    by = {(r["size"], r["metric"]): r for r in rows}
+    big = by[("25%", "bw")]
+    assert big["trials"] == 5 and big["detection_rate"] == 1.0
+    assert big["induced"] == pytest.approx(0.25, abs=0.02)
+    assert big["target"] == "met"
+    # the 5 % episode floor makes every MDC larger than 10 %: not claimed
+    assert by[("10%", "bw")]["target"].startswith("not claimed")
+    assert fa["clean_nights"] == 10 and fa["verdicts"] == 20 and fa["degraded"] == 0
+    table = analysis.render_table({"faults": {"demo": fault,
+                                              "gone": {"status": "skipped",
+                                                       "reason": "no workload"}}})
+    assert re.search(r"\| demo \| bw \| 25% \| 2[45]\.\d % \| x=1\.5 \| 5 \| 5/5", table)
+    assert "Not measured: `gone`: no workload." in table
+    assert "10 clean nights" in table and "NOT met" in table   # < 30 clean nights
+
+
+def test_dd_rate_and_size_names():
+    from workloads import _dd_rate, _size_name
+    err = "512+0 records in\n512+0 records out\n536870912 bytes (537 MB, 512 MiB) copied, 0.25 s, 2.1 GB/s\n"
+    assert _dd_rate(err) == pytest.approx(536870912 / 0.25 / 1e6)
+    assert _size_name(8) == "8B" and _size_name(4096) == "4KiB" and _size_name(1 << 20) == "1MiB"
+    assert math.isnan(__import__("workloads").median([]))
+
+
+def test_fit_strength_averages_noisy_tries():
+    # effect = 0.01 * s**0.8 with +-20 % noise on every try
+    pts = [(s, 0.01 * s ** 0.8 * f) for s, f in ((10, 1.2), (20, 0.8), (40, 1.1), (30, 0.9))]
+    s = analysis.fit_strength(pts, 0.12, 1, 1e6)
+    assert 0.01 * s ** 0.8 == pytest.approx(0.12, rel=0.15)
+    # far outside the tried strengths the fit is not trusted
+    assert analysis.fit_strength(pts, 2.0, 1, 1e6) is None
+    # no trend (or the wrong one): no fit
+    assert analysis.fit_strength([(10, 0.2), (20, 0.1)], 0.25, 1, 1e6) is None
+    assert analysis.fit_strength([(10, 0.0), (20, 0.0)], 0.25, 1, 1e6) is None
