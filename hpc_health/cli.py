@@ -78,7 +78,7 @@ def report(site, run_id):
     s, refs = runner.validate(site)
     vs = runner.judge_report(results.load_report(run_dir / "report.json"), refs)
     if meta.get("per_node"):
-        vs = verdicts.node_outliers(vs)
+        vs = verdicts.node_outliers(vs, s.settings.get("per_node_min_change"))
     click.echo(f"run {run_dir.name} on {meta.get('hostname')} started {meta.get('started')}")
     click.echo(table.render(vs))
     sys.exit(verdicts.exit_code(vs))

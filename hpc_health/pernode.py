@@ -41,7 +41,7 @@ def node_of(m):
     return m.nodes[0] if len(m.nodes) == 1 else None
 
 
-def outliers(measurements):
+def outliers(measurements, min_change=MIN_CHANGE):
     """[(measurement, node, z, worse_by, peers)] for every figure where one
     node stands out on the worse side."""
     groups = defaultdict(list)
@@ -71,6 +71,6 @@ def outliers(measurements):
             med_n = float(np.median(mine))
             z = sign * 0.6745 * (med_n - center) / scale
             worse_by = sign * (med_n - center) / abs(center)
-            if z > Z_THRESHOLD and worse_by >= MIN_CHANGE:
+            if z > Z_THRESHOLD and worse_by >= min_change:
                 found.append((m, node, z, worse_by, sorted({n for n, _ in members if n != node})))
     return found

@@ -125,7 +125,8 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
 
     verdict_list = judge_report(results.load_report(report_path), refs)
     if per_node:
-        verdict_list = verdicts.node_outliers(verdict_list)
+        verdict_list = verdicts.node_outliers(verdict_list,
+                                              site.settings.get("per_node_min_change"))
     code = EXIT_INTERRUPTED if interrupted else verdicts.exit_code(verdict_list)
     meta.update(exit_code=code, verdicts=table.summary(verdict_list))
     store.write_json(run_dir / "run.json", meta)

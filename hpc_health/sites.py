@@ -91,6 +91,9 @@ SITE_SCHEMA = {
         "description": {"type": "string"},
         "reframe_config": {"type": "string"},
         "reframe_options": {"type": "array", "items": {"type": "string"}},
+        # --per-node: smallest difference from the peers that names a node
+        # (default hpc_health.pernode.MIN_CHANGE).
+        "per_node_min_change": {"type": "number", "exclusiveMinimum": 0},
         "spack": {
             "type": "object",
             "additionalProperties": False,

@@ -96,7 +96,7 @@ def judge_all(measurements, refs=None, alpha=stats.ALPHA):
     return out
 
 
-def node_outliers(verdicts):
+def node_outliers(verdicts, min_change=None):
     """Per-node runs: name the nodes that stand out from their peers.
 
     A node is named for a check when it is worse than its peers on at least
@@ -108,7 +108,8 @@ def node_outliers(verdicts):
 
     from hpc_health import pernode
     flagged = {id(m): (node, z, worse, peers) for m, node, z, worse, peers in
-               pernode.outliers([v.measurement for v in verdicts])}
+               pernode.outliers([v.measurement for v in verdicts],
+                                pernode.MIN_CHANGE if min_change is None else min_change)}
     per_check = defaultdict(list)
     for v in verdicts:
         node = pernode.node_of(v.measurement)
