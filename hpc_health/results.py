@@ -79,11 +79,15 @@ def case_samples(tc):
     return {k: [float(x) for x in v] for k, v in data.items() if isinstance(v, list)}
 
 
-def skip_reason(tc, cases):
-    """Why a case was skipped.  ReFrame 4.10's run report keeps no reason for
-    a skip: our checks keep theirs in the ``skip_reason`` variable, and a
-    case skipped for its dependencies takes the reason of the dependency
-    (a fixture skipped for want of Spack, or failed with Spack's error)."""
+def inherited_reason(tc, cases):
+    """Why a case was skipped, or failed for its dependencies.
+
+    ReFrame 4.10's run report keeps no reason for a skip, and none for a
+    case whose dependency failed (result ``fail_deps``): our checks keep
+    their skip reasons in the ``skip_reason`` variable, and a case held up
+    by a dependency takes the dependency's reason (a build fixture skipped
+    for want of Spack, or failed with Spack's error).
+    """
     if tc.get("fail_reason"):
         return tc["fail_reason"]
     if tc.get("skip_reason"):
@@ -92,9 +96,10 @@ def skip_reason(tc, cases):
         dep = cases.get((dep_name, dep_part, dep_env))
         if dep is None or dep.get("result") == "pass":
             continue
-        why = skip_reason(dep, cases) if dep.get("result") == "skip" else (
-            f"{dep.get('fail_phase')}: {dep.get('fail_reason')}")
-        what = "skipped" if dep.get("result") == "skip" else "failed"
+        if dep.get("result") in ("skip", "fail_deps"):
+            what, why = "skipped", inherited_reason(dep, cases)
+        else:
+            what, why = "failed", f"{dep.get('fail_phase')}: {dep.get('fail_reason')}"
         name = (dep.get("display_name") or dep_name).split()[0]
         return f"{name} {what}: {why}" if why else f"{name} {what}"
     return None
@@ -116,7 +121,8 @@ def measurements(report):
                     system=tc.get("system", ""),
                     partition=tc.get("partition", ""), environ=tc.get("environ", ""),
                     result=tc.get("result", ""), fail_phase=tc.get("fail_phase"),
-                    fail_reason=(skip_reason(tc, cases) if tc.get("result") == "skip"
+                    fail_reason=(inherited_reason(tc, cases)
+                                 if tc.get("result") in ("skip", "fail_deps")
                                  else tc.get("fail_reason")), params=params,
                     nodes=list(tc.get("job_nodelist") or []))
         perf = tc.get("perfvalues") or {}

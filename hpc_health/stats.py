@@ -132,6 +132,9 @@ _LOWER_UNITS = {
 _HIGHER_WORDS = {
     "bw", "bandwidth", "rate", "throughput", "flops", "gflops", "iops", "ops",
     "triad", "copy", "scale", "add", "speedup", "msgrate", "mbs", "gbs",
+    # bytes an I/O check saw moved (Darshan): fewer than asked is lost I/O;
+    # more than asked is already refused by the check's sanity.
+    "bytes",
 }
 _LOWER_WORDS = {
     "latency", "lat", "time", "elapsed", "duration", "walltime", "wall",

@@ -146,12 +146,16 @@ class IoBase(site.SiteReferences, site.RecordedSkip, rfm.RunOnlyRegressionTest):
         with open(os.path.join(self.stagedir, _SUMMARY), 'w') as fp:
             fp.write('\n'.join(lines) + '\n')
 
-    def darshan_perf_variables(self):
+    def darshan_perf_variables(self, with_bytes=True):
+        """Darshan's figures per module; *with_bytes* False where the
+        benchmark moves no data (a constant 0 makes no reference)."""
         if not self.use_darshan:
             return {}
         pv = {}
         units = {'bytes': 'B', 'io_time_slowest_rank': 's', 'meta_time': 's',
                  'rank_time_ratio': 'ratio'}
+        if not with_bytes:
+            del units['bytes']
         for module in self.darshan_modules():
             prefix = darshan.MODULES[module]
             figures = (dict.fromkeys(units, 0) if self.is_dry_run()
@@ -357,7 +361,7 @@ class MdtestRates(IoBase):
     @run_before('performance')
     def set_perf_variables(self):
         pv = {p: sn.make_performance_function(self._rate(p), 'ops/s') for p in self.PHASES}
-        pv.update(self.darshan_perf_variables())
+        pv.update(self.darshan_perf_variables(with_bytes=self.write_bytes > 0))
         self.perf_variables = pv
 
     @sn.deferrable

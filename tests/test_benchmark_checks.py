@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpc_health import results, sites
+from hpc_health import results, sites, verdicts
 from hpc_health.errors import ConfigError
 from hpc_health.parsers.darshan import parse_darshan
 from hpc_health.parsers.ior import parse_ior
@@ -383,14 +383,18 @@ def test_skip_reason_of_a_dependency_reaches_its_dependents():
     failed = dict(fixture, unique_name="IorBuild_3", display_name="IorBuild ~s:p+e",
                   result="fail", fail_phase="sanity",
                   fail_reason="hpc-health: spack install failed: ==> Error: x")
+    # ReFrame 4.10 gives a case whose dependency failed the result fail_deps.
     ior = dict(dependent, unique_name="IorBandwidth_4", display_name="IorBandwidth",
-               dependencies_actual=[["IorBuild_3", "s:p", "e"]])
+               result="fail_deps", dependencies_actual=[["IorBuild_3", "s:p", "e"]])
     report = {"runs": [{"testcases": [fixture, dependent, failed, ior]}]}
     got = {m.test: m for m in results.measurements(report)}
     assert got["OsuBuild"].fail_reason == "Spack not found: ..."
     assert got["OsuCollective"].fail_reason == "OsuBuild skipped: Spack not found: ..."
     assert got["IorBandwidth"].fail_reason.startswith("IorBuild failed: sanity: hpc-health:")
     assert got["IorBuild"].result == "fail"
+    verdict = verdicts.judge_all([got["IorBandwidth"]])[0]
+    assert verdict.verdict == verdicts.FAIL
+    assert "IorBuild failed: sanity: hpc-health: spack install failed" in verdict.reason
 
 
 # ----------------------------------------------------------------- settings
