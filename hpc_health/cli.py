@@ -39,14 +39,18 @@ def cli():
 @click.option("--list", "list_only", is_flag=True, help="List the checks that would run.")
 @click.option("--per-node", is_flag=True,
               help="Run single-node checks on every node of the partition and flag outlier nodes.")
+@click.option("--rounds", type=click.IntRange(1, 100),
+              help="Run the whole session N times and judge the pooled samples "
+                   "(default: the site's per_node_rounds with --per-node, else 1).")
 @click.argument("reframe_args", nargs=-1, type=click.UNPROCESSED)
-def run(site, partition, tags, list_only, per_node, reframe_args):
+def run(site, partition, tags, list_only, per_node, rounds, reframe_args):
     """Run the health checks of a site and print the health table.
 
     Arguments after `--` go to ReFrame unchanged.
     """
     from hpc_health import runner
-    sys.exit(runner.run(site, partition, tags, reframe_args, list_only, per_node))
+    sys.exit(runner.run(site, partition, tags, reframe_args, list_only, per_node,
+                        rounds=rounds))
 
 
 @cli.command()

@@ -4,6 +4,7 @@ everything hpc-health says about it (never the perflog strings)."""
 import json
 import math
 import re
+import shlex
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -51,15 +52,42 @@ def load_report(path):
         raise ConfigError(path, f"not a ReFrame JSON run report: {err}") from None
 
 
-def testcases(report):
-    """The last attempt of every case (ReFrame keeps one run per retry)."""
-    last = {}
+def _case_key(tc):
+    return (tc.get("unique_name") or tc.get("name"), tc.get("system"),
+            tc.get("partition"), tc.get("environ"))
+
+
+def is_rounds_session(report):
+    """Was the session repeated whole (``--reruns``, the rounds of a
+    per-node run) rather than retried (``--max-retries``)?  Both append runs
+    to the report; only the cmdline tells them apart."""
+    args = shlex.split((report.get("session_info") or {}).get("cmdline") or "")
+    return any(a == "--reruns" or a.startswith("--reruns=") for a in args)
+
+
+def attempts(report):
+    """Every attempt of every case, in order: {key: [testcase, ...]}."""
+    found = {}
     for run in report.get("runs", []):
         for tc in run.get("testcases", []):
-            key = (tc.get("unique_name") or tc.get("name"), tc.get("system"),
-                   tc.get("partition"), tc.get("environ"))
-            last[key] = tc
-    return list(last.values())
+            found.setdefault(_case_key(tc), []).append(tc)
+    return found
+
+
+def testcases(report):
+    """One testcase per case.
+
+    After retries, the last attempt (ReFrame keeps one run per retry).
+    After rounds (``--reruns``), the first failed round if any failed -- a
+    crash in one round is a failure, whatever the other rounds did -- else
+    the last round.
+    """
+    rounds = is_rounds_session(report)
+    out = []
+    for tries in attempts(report).values():
+        failed = [tc for tc in tries if tc.get("result") in ("fail", "abort")]
+        out.append(failed[0] if rounds and failed else tries[-1])
+    return out
 
 
 SAMPLES_FILE = "hpc-health-samples.json"
@@ -77,6 +105,25 @@ def case_samples(tc):
     except (OSError, ValueError):
         return {}
     return {k: [float(x) for x in v] for k, v in data.items() if isinstance(v, list)}
+
+
+def merged_samples(rounds):
+    """The samples of every round of a case, pooled per variable: each node's
+    figure then rests on all its rounds, so a disturbance that hit one round
+    is outvoted."""
+    pooled = {}
+    for tc in rounds:
+        for var, vals in case_samples(tc).items():
+            pooled.setdefault(var, []).extend(vals)
+    return pooled
+
+
+def _median(values):
+    vals = sorted(v for v in values if v is not None)
+    if not vals:
+        return None
+    mid = len(vals) // 2
+    return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
 
 
 def inherited_reason(tc, cases):
@@ -109,6 +156,7 @@ def measurements(report):
     out = []
     cases = {(tc.get("unique_name"), f"{tc.get('system')}:{tc.get('partition')}",
               tc.get("environ")): tc for tc in testcases(report)}
+    tries = attempts(report) if is_rounds_session(report) else {}
     for tc in testcases(report):
         if tc.get("fixture") and tc.get("result") == "pass":
             continue
@@ -129,9 +177,14 @@ def measurements(report):
         if not perf:
             out.append(Measurement(variable=None, **base))
             continue
-        samples = case_samples(tc)
+        rounds = [t for t in tries.get(_case_key(tc), [tc])
+                  if t.get("result") == "pass" and t.get("perfvalues")] or [tc]
+        samples = merged_samples(rounds)
         for key, vals in perf.items():
             value, ref, lower, upper, unit = vals[:5]
+            if len(rounds) > 1:
+                value = _median([_num(t["perfvalues"][key][0]) for t in rounds
+                                 if key in t["perfvalues"]])
             no_ref = (ref == 0 and lower is None and upper is None)
             out.append(Measurement(
                 variable=key.split(":")[-1],

@@ -43,7 +43,7 @@ def validate(site_name, partition=None):
 
 
 def reframe_command(site, partition=None, tags=(), extra=(), list_only=False,
-                    prefix=None, report=None, per_node=False):
+                    prefix=None, report=None, per_node=False, rounds=1):
     system = f"{site.name}:{partition}" if partition else site.name
     cmd = [reframe_executable(), "-C", str(site.reframe_config), "--system", system]
     for c in check_files():
@@ -54,6 +54,11 @@ def reframe_command(site, partition=None, tags=(), extra=(), list_only=False,
         # Every node of the partition runs the single-node checks; the
         # checks confine themselves to one node when per_node is set.
         cmd += ["--distribute=all", "-t", "single_node", "-S", "per_node=1"]
+    if rounds > 1:
+        # The whole session again, node after node each time: a disturbance
+        # that passes (another job, an episode on shared hardware) hits one
+        # round of one node, and the median over rounds outvotes it.
+        cmd += [f"--reruns={rounds - 1}"]
     if list_only:
         cmd += ["-l"]
     else:
@@ -71,9 +76,17 @@ def reframe_environ():
     return env
 
 
+def rounds_for(site, per_node, rounds=None):
+    """Rounds asked for, else the site's per_node_rounds for --per-node runs."""
+    if rounds is not None:
+        return max(1, int(rounds))
+    return int(site.settings.get("per_node_rounds") or 1) if per_node else 1
+
+
 def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=False,
-        out=sys.stdout):
+        out=sys.stdout, rounds=None):
     site, refs = validate(site_name, partition)
+    rounds = rounds_for(site, per_node, rounds)
     if list_only:
         cmd = reframe_command(site, partition, tags, extra, list_only=True, per_node=per_node)
         return subprocess.call(cmd, env=reframe_environ())
@@ -81,9 +94,10 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
     run_dir = store.new_run_dir(site.name)
     report_path = run_dir / "report.json"
     cmd = reframe_command(site, partition, tags, extra, prefix=run_dir,
-                          report=report_path, per_node=per_node)
+                          report=report_path, per_node=per_node, rounds=rounds)
     meta = {**store.base_provenance(site), "run_id": run_dir.name,
             "partition": partition, "tags": list(tags), "per_node": per_node,
+            "rounds": rounds,
             "command": cmd, "started": _now()}
     store.write_json(run_dir / "run.json", meta)
     print(f"hpc-health: site {site.name}, run {run_dir.name} (results in {run_dir})", file=out)

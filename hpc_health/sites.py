@@ -38,6 +38,8 @@ STREAM_SCHEMA = _strict({
     "ntimes": {"type": ["integer", "null"], "minimum": 2,
                "description": "repetitions of each kernel (default 20)"},
     "threads": {**_POSINT, "description": "OpenMP threads (default: cores per node)"},
+    "samples": {**_POSINT, "description": "STREAM executions per thread count, each "
+                "a sample (default 5)"},
     "thread_counts": {"type": ["array", "null"], "minItems": 1,
                       "items": {"type": "integer", "minimum": 1},
                       "description": "Triad series (default 1, 2, 4, ... and all cores)"},
@@ -55,6 +57,7 @@ OSU_SCHEMA = _strict({
     "iterations": {**_POSINT, "description": "-i (default: OSU's own)"},
     "warmup": {**_POSINT, "description": "-x (default: OSU's own)"},
     "pairs": {**_POSINT, "description": "osu_mbw_mr pairs (default: ranks per node / 2)"},
+    "samples": {**_POSINT, "description": "launches per benchmark, each a sample (default 3)"},
     "sizes": {"type": ["object", "null"], "additionalProperties": False,
               "description": "gated message sizes (bytes, powers of two) per benchmark",
               "properties": {k: _MSG_SIZES for k in (
@@ -69,7 +72,7 @@ IOR_SCHEMA = _strict({
     "block_size": {**_BYTES, "description": "-b per rank and segment (default 16m)"},
     "transfer_size": {**_BYTES, "description": "-t (default 1m)"},
     "segments": {**_POSINT, "description": "-s (default 4)"},
-    "repetitions": {**_POSINT, "description": "-i (default 1)"},
+    "repetitions": {**_POSINT, "description": "-i, each repetition a sample (default 3)"},
     "posix_allowance": {"type": ["integer", "null"], "minimum": 0,
                         "description": "bytes Darshan may see beyond IOR's own in the "
                         "POSIX module (MPI's shared-memory files; default 65536)"},
@@ -77,7 +80,7 @@ IOR_SCHEMA = _strict({
 MDTEST_SCHEMA = _strict({
     "ranks_per_node": {**_POSINT, "description": "default: the partition's ranks_per_node"},
     "items": {**_POSINT, "description": "-n files and directories per rank (default 1000)"},
-    "iterations": {**_POSINT, "description": "-i (default 1)"},
+    "iterations": {**_POSINT, "description": "-i, each repetition a sample (default 3)"},
     "write_bytes": {"type": ["integer", "null"], "minimum": 0,
                     "description": "-w bytes written to each file (default 0)"},
 })
@@ -94,6 +97,9 @@ SITE_SCHEMA = {
         # --per-node: smallest difference from the peers that names a node
         # (default hpc_health.pernode.MIN_CHANGE).
         "per_node_min_change": {"type": "number", "exclusiveMinimum": 0},
+        # --per-node: run the session this many times (ReFrame --reruns) and
+        # judge each node on the samples of all its rounds (default 1).
+        "per_node_rounds": {"type": "integer", "minimum": 1, "maximum": 100},
         "spack": {
             "type": "object",
             "additionalProperties": False,

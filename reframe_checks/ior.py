@@ -26,6 +26,7 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
 from reframe.core.exceptions import SanityError
 
 from healthlib import darshan, site
+from healthlib.samples import PerfSamples, median
 from healthlib.benchmarks import (IOR_MODES, Insane, IorBuild, check_ior_summary,
                                   check_mdtest, darshan_enabled, ior_options,
                                   mdtest_options, shell_path)
@@ -37,7 +38,8 @@ _DIR_VAR = 'HPC_HEALTH_IO_DIR'
 _SUMMARY = 'io-summary.txt'
 
 
-class IoBase(site.SiteReferences, site.RecordedSkip, rfm.RunOnlyRegressionTest):
+class IoBase(site.SiteReferences, site.RecordedSkip, PerfSamples,
+             rfm.RunOnlyRegressionTest):
     ior = fixture(IorBuild, scope='environment')
     valid_systems = ['+mpi']
     valid_prog_environs = ['+mpi']
@@ -182,8 +184,9 @@ class IoBase(site.SiteReferences, site.RecordedSkip, rfm.RunOnlyRegressionTest):
 
 @rfm.simple_test
 class IorBandwidth(IoBase):
-    """Write and read bandwidth (max and mean over repetitions), open and
-    close times, and what Darshan saw, per access pattern."""
+    """Write and read bandwidth, open and close times (each repetition a
+    sample, the figure their median), and what Darshan saw, per access
+    pattern."""
 
     #: ``posix_fpp`` (file per process), ``posix_shared`` (one shared file)
     #: or ``mpiio_collective`` (one shared file, collective MPI-IO).
@@ -192,7 +195,7 @@ class IorBandwidth(IoBase):
     #: IOR sizes: ``-b`` per rank and segment, ``-t``, ``-s`` segments and
     #: ``-i`` repetitions.  Unset: the site settings ``ior.block_size``,
     #: ``ior.transfer_size``, ``ior.segments``, ``ior.repetitions``, else
-    #: 16m, 1m, 4 and 1.
+    #: 16m, 1m, 4 and 3.
     #:
     #: :type: :class:`str`/:class:`int` or :obj:`None`
     #: :default: :obj:`None`
@@ -215,7 +218,7 @@ class IorBandwidth(IoBase):
         self.block_size = self.block_size or cfg.get('block_size') or '16m'
         self.transfer_size = self.transfer_size or cfg.get('transfer_size') or '1m'
         self.segments = self.segments or int(cfg.get('segments') or 4)
-        self.repetitions = self.repetitions or int(cfg.get('repetitions') or 1)
+        self.repetitions = self.repetitions or int(cfg.get('repetitions') or 3)
         opts = ior_options(self.mode, self.block_size, self.transfer_size, self.segments,
                            self.repetitions, f'"${_DIR_VAR}/testfile"', self.summary_file)
         self.keep_files.append('ior-summary.json')
@@ -268,11 +271,11 @@ class IorBandwidth(IoBase):
 
     @run_before('performance')
     def set_perf_variables(self):
+        # Each repetition (-i) is a sample; the figure is their median.
         pv = {}
         for op in ('write', 'read'):
-            for stat in ('max', 'mean'):
-                pv[f'{op}_bw_{stat}'] = sn.make_performance_function(
-                    self._figure(op, f'bw_{stat}_mib'), 'MiB/s')
+            pv[f'{op}_bw'] = sn.make_performance_function(self._figure(op, 'bw_mib'),
+                                                          'MiB/s')
             for phase in ('open', 'close'):
                 # Older IOR versions print no open/close times.
                 if (self.is_dry_run() or
@@ -284,7 +287,17 @@ class IorBandwidth(IoBase):
 
     @sn.deferrable
     def _figure(self, op, key):
-        return self._ior['operations'][op][key]
+        return median(self._ior['operations'][op][f'{key}_iterations'])
+
+    def perf_samples(self):
+        out = {}
+        for op in ('write', 'read'):
+            figures = self._ior['operations'][op]
+            for var, key in (('bw', 'bw_mib'), ('open_time', 'open_time_s'),
+                             ('close_time', 'close_time_s')):
+                if f'{key}_iterations' in figures:
+                    out[f'{op}_{var}'] = figures[f'{key}_iterations']
+        return out
 
 
 @rfm.simple_test

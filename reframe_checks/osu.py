@@ -10,6 +10,7 @@ is validated.
 
 import functools
 import os
+import re
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -19,6 +20,7 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
 from reframe.core.exceptions import SanityError
 
 from healthlib import site
+from healthlib.samples import PerfSamples, median
 from healthlib.benchmarks import (Insane, OsuBuild, check_osu_table, osu_binary,
                                   osu_options, osu_sizes, shell_path)
 from hpc_health.parsers import ParseError
@@ -26,6 +28,8 @@ from hpc_health.parsers import osu as osu_parser
 from hpc_health.units import size_label
 
 _HOSTS = 'rank-hosts.txt'
+_MARK = 'hpc-health: OSU sample'
+_SECTION = re.compile(rf'^{_MARK} (\d+)$', re.MULTILINE)
 
 
 def inter_node_skip_reason(nodes, partition):
@@ -37,7 +41,8 @@ def inter_node_skip_reason(nodes, partition):
             f'(partitions.{partition}.nodes)')
 
 
-class OsuBase(site.SiteReferences, site.RecordedSkip, rfm.RunOnlyRegressionTest):
+class OsuBase(site.SiteReferences, site.RecordedSkip, PerfSamples,
+              rfm.RunOnlyRegressionTest):
     osu = fixture(OsuBuild, scope='environment')
     valid_systems = ['+mpi']
     valid_prog_environs = ['+mpi']
@@ -79,6 +84,14 @@ class OsuBase(site.SiteReferences, site.RecordedSkip, rfm.RunOnlyRegressionTest)
     #: :default: :obj:`None`
     device = variable(str, type(None), value=None)
 
+    #: Launches of the benchmark in the job, each one sample of every figure
+    #: (OSU prints averages over its iterations; a sample is one launch).
+    #: Unset: the site setting ``osu.samples``, else 3.
+    #:
+    #: :type: :class:`int` or :obj:`None`
+    #: :default: :obj:`None`
+    samples = variable(int, type(None), value=None)
+
     #: Hosts the ranks reported, in rank order (inter-node runs only); kept
     #: in the run report as the proof of where the ranks ran.
     #:
@@ -99,6 +112,9 @@ class OsuBase(site.SiteReferences, site.RecordedSkip, rfm.RunOnlyRegressionTest)
             self.warmup = cfg.get('warmup')
         if self.device is None:
             self.device = cfg.get('device')
+        if self.samples is None:
+            self.samples = int(cfg.get('samples') or 3)
+        self._sources = {}
 
     def options(self, pairs=None):
         return osu_options(self.benchmark, self.sizes, self.validate, self.iterations,
@@ -118,15 +134,27 @@ class OsuBase(site.SiteReferences, site.RecordedSkip, rfm.RunOnlyRegressionTest)
         self.executable = shell_path(osu_binary(
             self.osu.prefix('osu-micro-benchmarks'), self.benchmark))
 
-    def record_rank_hosts(self):
-        """Run ``hostname`` under the job's own launcher and placement before
-        the benchmark, so the output proves where the ranks ran."""
+    def _launch_command(self):
         # ReFrame copies the task counts to the job only when it writes the
         # script; the launcher needs them now.
         self.job.num_tasks = self.num_tasks
         self.job.num_tasks_per_node = self.num_tasks_per_node
-        launch = self.job.launcher.run_command(self.job)
-        self.prerun_cmds = [f'{launch} hostname > {_HOSTS}']
+        return self.job.launcher.run_command(self.job)
+
+    def record_rank_hosts(self):
+        """Run ``hostname`` under the job's own launcher and placement before
+        the benchmark, so the output proves where the ranks ran."""
+        self.prerun_cmds = [f'{self._launch_command()} hostname > {_HOSTS}']
+
+    @run_before('run', always_last=True)
+    def repeat_launches(self):
+        """The benchmark launched ``samples`` times, each after a marker that
+        splits the output."""
+        again = ' '.join([self._launch_command(), self.executable, *self.executable_opts])
+        self.prerun_cmds = list(self.prerun_cmds) + [f'echo "{_MARK} 1"']
+        self.postrun_cmds = [line for i in range(2, self.samples + 1)
+                             for line in (f'echo "{_MARK} {i}"', again)] + \
+            list(self.postrun_cmds)
 
     @run_before('sanity')
     def read_rank_hosts(self):
@@ -136,18 +164,37 @@ class OsuBase(site.SiteReferences, site.RecordedSkip, rfm.RunOnlyRegressionTest)
                 self.rank_hosts = [line.strip() for line in fp if line.strip()]
 
     @functools.cached_property
-    def _parsed(self):
+    def _tables(self):
+        """One parsed OSU table per launch, in order."""
         try:
             with open(os.path.join(self.stagedir, sn.evaluate(self.stdout))) as fp:
-                return osu_parser.parse_osu(fp.read())
-        except (OSError, ParseError) as err:
+                text = fp.read()
+        except OSError as err:
             raise SanityError(f'{self.benchmark} output: {err}') from None
+        marks = list(_SECTION.finditer(text))
+        if len(marks) < self.samples:
+            raise SanityError(f'{self.benchmark}: {len(marks)} of {self.samples} launches '
+                              'started (job cut short?)')
+        tables = []
+        for i, mark in enumerate(marks):
+            end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+            try:
+                tables.append(osu_parser.parse_osu(text[mark.end():end]))
+            except ParseError as err:
+                raise SanityError(f'{self.benchmark} output, launch {mark.group(1)}: '
+                                  f'{err}') from None
+        return tables
+
+    @property
+    def _parsed(self):
+        return self._tables[0]
 
     def check_table(self):
-        try:
-            check_osu_table(self._parsed, self.benchmark, self.sizes, self.validate)
-        except Insane as err:
-            raise SanityError(str(err)) from None
+        for i, table in enumerate(self._tables, 1):
+            try:
+                check_osu_table(table, self.benchmark, self.sizes, self.validate)
+            except Insane as err:
+                raise SanityError(f'launch {i}: {err}') from None
 
     def check_nodes(self, expected):
         hosts = sorted(set(self.rank_hosts))
@@ -168,14 +215,29 @@ class OsuBase(site.SiteReferences, site.RecordedSkip, rfm.RunOnlyRegressionTest)
         return sn.assert_eq(self.job.exitcode, 0,
                             msg=f'{self.benchmark} exited with {{0}}')
 
+    def _figures(self, size, column):
+        """The figure of every launch: a row of *size*, or the only row."""
+        if size is None:
+            return [t['rows'][0][column] for t in self._tables]
+        return [osu_parser.value_at(t, size, column) for t in self._tables]
+
+    def figure(self, name, size, column, unit):
+        """A performance function: the median of the launches' figures."""
+        self._sources[name] = (size, column)
+        return sn.make_performance_function(self._median(size, column), unit)
+
     @sn.deferrable
-    def _value(self, size, column):
-        return osu_parser.value_at(self._parsed, size, column)
+    def _median(self, size, column):
+        return median(self._figures(size, column))
 
     def perf_at_sizes(self, name, column, unit):
-        return {f'{name}_{size_label(s)}':
-                sn.make_performance_function(self._value(s, column), unit)
+        return {f'{name}_{size_label(s)}': self.figure(f'{name}_{size_label(s)}', s,
+                                                       column, unit)
                 for s in self.sizes}
+
+    def perf_samples(self):
+        return {name: self._figures(size, column)
+                for name, (size, column) in self._sources.items()}
 
 
 @rfm.simple_test
@@ -313,17 +375,12 @@ class OsuCollective(OsuBase):
     @run_before('performance')
     def set_perf_variables(self):
         if self.benchmark == 'osu_barrier':
+            # Barrier prints one row and no size column.
             self.perf_variables = {
-                'latency': sn.make_performance_function(self._row('avg_latency_us'), 'us'),
-                'latency_max': sn.make_performance_function(
-                    self._row('max_latency_us'), 'us'),
+                'latency': self.figure('latency', None, 'avg_latency_us', 'us'),
+                'latency_max': self.figure('latency_max', None, 'max_latency_us', 'us'),
             }
             return
         pv = self.perf_at_sizes('latency', 'avg_latency_us', 'us')
         pv.update(self.perf_at_sizes('latency_max', 'max_latency_us', 'us'))
         self.perf_variables = pv
-
-    @sn.deferrable
-    def _row(self, column):
-        # Barrier prints one row and no size column.
-        return self._parsed['rows'][0][column]

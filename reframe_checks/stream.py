@@ -21,16 +21,18 @@ from reframe.core.builtins import (fixture, run_after, run_before,
 from reframe.core.exceptions import SanityError
 
 from healthlib import site
+from healthlib.samples import PerfSamples, median
 from healthlib.benchmarks import (Insane, StreamBuild, check_stream_run,
                                   cores_per_node, shell_path, thread_series)
 from hpc_health.parsers import ParseError
 from hpc_health.parsers.stream import KERNELS, parse_stream
 
-_MARK = 'hpc-health: STREAM with {} threads'
-_SECTION = re.compile(r'^hpc-health: STREAM with (\d+) threads$', re.MULTILINE)
+_MARK = 'hpc-health: STREAM with {} threads, sample {}'
+_SECTION = re.compile(r'^hpc-health: STREAM with (\d+) threads, sample (\d+)$', re.MULTILINE)
 
 
-class StreamBase(site.SiteReferences, site.RecordedSkip, rfm.RunOnlyRegressionTest):
+class StreamBase(site.SiteReferences, site.RecordedSkip, PerfSamples,
+                 rfm.RunOnlyRegressionTest):
     stream = fixture(StreamBuild, scope='environment')
     valid_systems = ['+cpu']
     valid_prog_environs = ['+openmp']
@@ -56,6 +58,25 @@ class StreamBase(site.SiteReferences, site.RecordedSkip, rfm.RunOnlyRegressionTe
     proc_bind = variable(str, type(None), value=None)
     places = variable(str, type(None), value=None)
 
+    #: STREAM executions per thread count, each one sample (its best rate).
+    #: Unset: the site setting ``stream.samples``, else 5.  A new process
+    #: gets new physical pages, and on virtual machines the bandwidth of one
+    #: execution has been seen to vary by 13 % from the next: one execution
+    #: per night cannot tell that from a lost memory channel.
+    #:
+    #: :type: :class:`int` or :obj:`None`
+    #: :default: :obj:`None`
+    samples = variable(int, type(None), value=None)
+
+    #: Thread counts of the series (StreamTriadScaling; StreamBandwidth
+    #: runs ``threads`` only).  Unset: the site setting
+    #: ``stream.thread_counts``, else powers of two below the all-core count
+    #: and the all-core count itself.
+    #:
+    #: :type: :class:`List[int]` or :obj:`None`
+    #: :default: :obj:`None`
+    thread_counts = variable(typ.List[int], type(None), value=None)
+
     #: Elements per array, as built (copied from the build fixture; sanity
     #: holds STREAM's output against it).
     #:
@@ -71,6 +92,7 @@ class StreamBase(site.SiteReferences, site.RecordedSkip, rfm.RunOnlyRegressionTe
                                cores_per_node(self.current_partition.processor) or 1)
         self.proc_bind = self.proc_bind or cfg.get('proc_bind') or 'spread'
         self.places = self.places or cfg.get('places') or 'cores'
+        self.samples = self.samples or int(cfg.get('samples') or 5)
         self.num_cpus_per_task = self.threads
         # One OpenMP process: a parallel launcher would pin it (Open MPI binds
         # up to two ranks to one core; srun ignores the batch job's
@@ -80,11 +102,46 @@ class StreamBase(site.SiteReferences, site.RecordedSkip, rfm.RunOnlyRegressionTe
         self.env_vars = {'OMP_PROC_BIND': self.proc_bind, 'OMP_PLACES': self.places}
         self.array_size = self.stream.array_size
 
-    def _check_run(self, out, threads):
-        try:
-            check_stream_run(out, threads, self.array_size)
-        except Insane as err:
-            raise SanityError(str(err)) from None
+    def set_series(self, thread_counts):
+        """One job: STREAM ``samples`` times for each thread count, rounds
+        interleaved so that a slow minute does not fall on one count only;
+        the markers split the output."""
+        self.thread_counts = sorted(set(int(t) for t in thread_counts))
+        binary = shell_path(self.stream.binary())
+        counts = ' '.join(str(t) for t in self.thread_counts)
+        self.executable = (f'for s in $(seq {self.samples}); do for t in {counts}; do '
+                           f'echo "{_MARK.format("$t", "$s")}"; '
+                           f'OMP_NUM_THREADS=$t {binary}; done; done')
+
+    @functools.cached_property
+    def _runs(self):
+        """Thread count -> parsed outputs, one per sample."""
+        text = self._read(sn.evaluate(self.stdout))
+        marks = list(_SECTION.finditer(text))
+        runs = {}
+        for i, mark in enumerate(marks):
+            end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+            threads, sample = int(mark.group(1)), int(mark.group(2))
+            try:
+                out = parse_stream(text[mark.end():end])
+                check_stream_run(out, threads, self.array_size)
+            except (ParseError, Insane) as err:
+                raise SanityError(f'STREAM with {threads} threads, sample {sample}: '
+                                  f'{err}') from None
+            runs.setdefault(threads, []).append(out)
+        return runs
+
+    @sanity_function
+    def validated(self):
+        short = {t: len(self._runs.get(t, [])) for t in self.thread_counts
+                 if len(self._runs.get(t, [])) < self.samples}
+        if short:
+            raise SanityError(', '.join(f'{n} of {self.samples} STREAM outputs with {t} threads'
+                                        for t, n in short.items()) + ' (run cut short?)')
+        return sn.assert_eq(self.job.exitcode, 0, msg='STREAM exited with {0}')
+
+    def _rates(self, threads, kernel='triad'):
+        return [out['kernels'][kernel]['best_rate_mbs'] for out in self._runs[threads]]
 
     def _read(self, name):
         try:
@@ -103,20 +160,7 @@ class StreamBandwidth(StreamBase):
 
     @run_before('run')
     def set_executable(self):
-        self.executable = shell_path(self.stream.binary())
-        self.env_vars['OMP_NUM_THREADS'] = str(self.threads)
-
-    @functools.cached_property
-    def _parsed(self):
-        try:
-            return parse_stream(self._read(sn.evaluate(self.stdout)))
-        except ParseError as err:
-            raise SanityError(f'STREAM output: {err}') from None
-
-    @sanity_function
-    def validated(self):
-        self._check_run(self._parsed, self.threads)
-        return sn.assert_eq(self.job.exitcode, 0, msg='STREAM exited with {0}')
+        self.set_series([self.threads])
 
     @run_before('performance')
     def set_perf_variables(self):
@@ -127,7 +171,10 @@ class StreamBandwidth(StreamBase):
 
     @sn.deferrable
     def _rate(self, kernel):
-        return self._parsed['kernels'][kernel]['best_rate_mbs']
+        return median(self._rates(self.threads, kernel))
+
+    def perf_samples(self):
+        return {k.capitalize(): self._rates(self.threads, k) for k in KERNELS}
 
 
 @rfm.simple_test
@@ -139,51 +186,14 @@ class StreamTriadScaling(StreamBase):
     running degraded changes it.
     """
 
-    #: Thread counts of the series.  Unset: the site setting
-    #: ``stream.thread_counts``, else powers of two below the all-core count
-    #: and the all-core count itself.
-    #:
-    #: :type: :class:`List[int]` or :obj:`None`
-    #: :default: :obj:`None`
-    thread_counts = variable(typ.List[int], type(None), value=None)
-
     descr = 'STREAM Triad per thread count (memory contention)'
     tags = {'memory', 'stream'}
 
     @run_before('run')
     def set_executable(self):
-        if self.thread_counts is None:
-            self.thread_counts = (site.section(self, 'stream').get('thread_counts') or
-                                  thread_series(self.threads))
-        self.thread_counts = sorted(set(int(t) for t in self.thread_counts))
-        binary = shell_path(self.stream.binary())
-        counts = ' '.join(str(t) for t in self.thread_counts)
-        # One job, one STREAM per thread count; the markers split the output.
-        self.executable = (f'for t in {counts}; do echo "{_MARK.format("$t")}"; '
-                           f'OMP_NUM_THREADS=$t {binary}; done')
-
-    @functools.cached_property
-    def _runs(self):
-        text = self._read(sn.evaluate(self.stdout))
-        marks = list(_SECTION.finditer(text))
-        runs = {}
-        for i, mark in enumerate(marks):
-            end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
-            threads = int(mark.group(1))
-            try:
-                runs[threads] = parse_stream(text[mark.end():end])
-            except ParseError as err:
-                raise SanityError(f'STREAM with {threads} threads: {err}') from None
-        return runs
-
-    @sanity_function
-    def validated(self):
-        missing = [t for t in self.thread_counts if t not in self._runs]
-        if missing:
-            raise SanityError(f'no STREAM output for {missing} threads (run cut short?)')
-        for t in self.thread_counts:
-            self._check_run(self._runs[t], t)
-        return sn.assert_eq(self.job.exitcode, 0, msg='STREAM series exited with {0}')
+        self.set_series(self.thread_counts or
+                        site.section(self, 'stream').get('thread_counts') or
+                        thread_series(self.threads))
 
     @run_before('performance')
     def set_perf_variables(self):
@@ -196,5 +206,14 @@ class StreamTriadScaling(StreamBase):
 
     @sn.deferrable
     def _triad(self, threads, per_core=False):
-        rate = self._runs[threads]['kernels']['triad']['best_rate_mbs']
-        return rate / threads if per_core else rate
+        return median(self._per(threads, per_core))
+
+    def _per(self, threads, per_core):
+        return [r / threads if per_core else r for r in self._rates(threads)]
+
+    def perf_samples(self):
+        out = {}
+        for t in self.thread_counts:
+            out[f'triad_{t}t'] = self._per(t, False)
+            out[f'triad_per_core_{t}t'] = self._per(t, True)
+        return out

@@ -191,16 +191,19 @@ def test_stream_jobs_run_the_c_binary_on_every_core(dry_run):
     for part, env in combos(config):
         cores = part["processor"]["num_cpus"] // part["processor"].get("num_cpus_per_core", 1)
         threads = (settings(site, part).get("stream") or {}).get("threads") or cores
+        stream_cfg = settings(site, part).get("stream") or {}
+        samples = stream_cfg.get("samples") or 5
         text = script(cases[("StreamBandwidth", part["name"], env["name"])], "job")
         binary = f'"{placeholder(part, env, "stream", "stream")}/bin/stream_c.exe"'
-        # No parallel launcher: the OpenMP process runs in the job script itself.
-        assert any(line == binary for line in text.splitlines()), text
-        assert f"export OMP_NUM_THREADS={threads}" in text
+        # No parallel launcher: the OpenMP process runs in the job script
+        # itself, once per sample.
+        assert f"for s in $(seq {samples}); do for t in {threads}; do" in text, text
+        assert f"OMP_NUM_THREADS=$t {binary}; done; done" in text
         assert "export OMP_PROC_BIND=spread" in text and "export OMP_PLACES=cores" in text
         series = script(cases[("StreamTriadScaling", part["name"], env["name"])], "job")
-        counts = (settings(site, part).get("stream") or {}).get("thread_counts") or \
-            bm.thread_series(threads)
-        assert f"for t in {' '.join(map(str, counts))}; do" in series
+        counts = stream_cfg.get("thread_counts") or bm.thread_series(threads)
+        assert f"for s in $(seq {samples}); do for t in {' '.join(map(str, counts))}; do" \
+            in series
         assert f"OMP_NUM_THREADS=$t {binary}" in series
         if part["scheduler"] == "slurm":
             assert f"#SBATCH --cpus-per-task={threads}" in text

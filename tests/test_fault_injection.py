@@ -79,7 +79,7 @@ def test_judge_and_summary_on_synthetic_nights():
     for kind in analysis.schedule(10, 5):
         scale = {"clean": 1.0, "10%": 0.9, "25%": 0.75}[kind]
         nights.append(_night(kind, draw(bw_scale=scale), refs, metrics))
-    fault = {"name": "demo", "status": "ok", "primary": "bw",
+    fault = {"name": "demo", "status": "ok", "primary": "bw", "samples": 3,
              "metrics": [m.__dict__ for m in metrics], "nights": nights,
              "calibration": {"25%": {"knob": {"x": 1.5}}}}
     rows, fa = analysis.summarize_fault(fault)
@@ -94,7 +94,7 @@ def test_judge_and_summary_on_synthetic_nights():
     table = analysis.render_table({"faults": {"demo": fault,
                                               "gone": {"status": "skipped",
                                                        "reason": "no workload"}}})
-    assert re.search(r"\| demo \| bw \| 25% \| 2[45]\.\d % \| x=1\.5 \| 5 \| 5/5", table)
+    assert re.search(r"\| demo \| bw \| 3 \| 25% \| 2[45]\.\d % \| x=1\.5 \| 5 \| 5/5", table)
     assert "Not measured: `gone`: no workload." in table
     assert "10 clean nights" in table and "NOT met" in table   # < 30 clean nights
 

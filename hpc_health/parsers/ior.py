@@ -12,13 +12,15 @@
          "ops_max", "ops_min", "ops_mean", "ops_stddev",
          "mean_time_s", "aggregate_mib", "iterations",
          "bw_mib", "iops", "latency_s", "open_time_s", "wrrd_time_s",
-         "close_time_s", "total_time_s"}}}
+         "close_time_s", "total_time_s",
+         "bw_mib_iterations", ... "total_time_s_iterations"}}}
 
 ``parameters`` keep IOR's own names (those of its JSON "Parameters" and
 "summary") so they can be looked up in IOR's documentation.  The figures from
 ``bw_max_mib`` to ``aggregate_mib`` are IOR's summary (MiB/s, OPs/s, s, MiB);
 ``bw_mib`` to ``total_time_s`` are means over the iterations of IOR's
-per-iteration results.  ``aggregate_bytes`` is what IOR was asked to move per
+per-iteration results, and each ``<figure>_iterations`` is the list of
+those per-iteration values, in order (the samples of a run).  ``aggregate_bytes`` is what IOR was asked to move per
 operation, blockSize x segmentCount x numTasks (IOR's "aggregate filesize"),
 the figure a Darshan check compares with the bytes Darshan saw.
 
@@ -276,6 +278,7 @@ def _means(op, rows, repetitions):
         values = [_number(row[key], f"{op} {key}") for row in rows]
         non_finite = [value for value in values if isinstance(value, str)]
         means[ours] = non_finite[0] if non_finite else sum(values) / len(values)
+        means[f"{ours}_iterations"] = values
     return means
 
 
