@@ -239,10 +239,11 @@ def render_table(results):
     """Markdown table of the measured results (README section)."""
     s = summarize(results)
     lines = [
-        "| fault | metric | nominal | measured change | fault setting | trials | "
+        "| fault | metric | samples/run | nominal | measured change | fault setting | trials | "
         "detected | false alarms (clean) | MDC | target |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    default_k = (results.get("meta", {}).get("options") or {}).get("samples")
     fa_by_fault = {}
     for name, fault in results.get("faults", {}).items():
         if fault.get("status") == "ok":
@@ -251,7 +252,9 @@ def render_table(results):
         fa = fa_by_fault[r["fault"]]
         metric = r["metric"] + ("" if r["primary"] else " (secondary)")
         lines.append(
-            f"| {r['fault']} | {metric} | {r['size']} | {_pct(r['induced'])} | "
+            f"| {r['fault']} | {metric} | "
+            f"{results['faults'][r['fault']].get('samples', default_k)} | "
+            f"{r['size']} | {_pct(r['induced'])} | "
             f"{_knob_text(r['knob'])} | {r['trials']} | "
             f"{r['detected']}/{r['trials']} = {_pct(r['detection_rate'], 0)} | "
             f"{fa['degraded']}/{fa['verdicts']} = {_pct(fa['rate'])} | "

@@ -102,13 +102,19 @@ class Recorder:
     """Results document, rewritten after every night so an interrupted run
     keeps what it measured."""
 
-    def __init__(self, path, meta):
+    def __init__(self, path, meta, append=False):
         self.path = Path(path)
         self.doc = {"meta": meta, "faults": {}}
+        if append and self.path.exists():
+            # Keep the faults measured before; the ones run now replace theirs.
+            old = json.loads(self.path.read_text())
+            self.doc["faults"] = old.get("faults", {})
+            meta["earlier_runs"] = old["meta"].get("earlier_runs", []) + [
+                {k: old["meta"].get(k) for k in ("started", "finished", "argv", "options")}]
 
     def fault(self, name):
-        return self.doc["faults"].setdefault(name, {"name": name, "status": "running",
-                                                   "nights": []})
+        self.doc["faults"][name] = {"name": name, "status": "running", "nights": []}
+        return self.doc["faults"][name]
 
     def save(self):
         # One line per night keeps the file small and still readable.
@@ -157,6 +163,7 @@ def wait_for_quiet(opts):
 def run_fault(sc, opts, rec):
     fr = rec.fault(sc.name)
     fr["what"] = sc.what
+    fr["samples"], fr["baseline_runs"] = opts.samples, opts.baseline_runs
     try:
         wl = sc.workload()
     except FaultError as exc:
@@ -222,10 +229,11 @@ def run_fault(sc, opts, rec):
                 s = sc.initial_strength(target)
                 for _ in range(opts.calibration_steps):
                     s = min(sc.s_max, max(sc.s_min, s))
-                    c = night(analysis.CLEAN, "calibration")
-                    f = night(size, "calibration", s)
-                    e = analysis.worse_by(median(f["values"][wl.primary]),
-                                          median(c["values"][wl.primary]), direction)
+                    clean_vals, faulty_vals = [], []
+                    for _ in range(opts.calibration_pairs):
+                        clean_vals += night(analysis.CLEAN, "calibration")["values"][wl.primary]
+                        faulty_vals += night(size, "calibration", s)["values"][wl.primary]
+                    e = analysis.worse_by(median(faulty_vals), median(clean_vals), direction)
                     points.append((s, e))
                     log(f"{sc.name}: calibrating {size}: {sc.knob(s)} -> {100 * e:+.1f} %")
                     if abs(math.log((1 + max(e, -0.99)) / (1 + target))) \
@@ -273,7 +281,7 @@ def run_fault(sc, opts, rec):
 def apply_quick(opts):
     """Smoke-test sizes: every code path, no statistics worth reading."""
     opts.trials, opts.baseline_runs, opts.clean_runs = 2, 4, 3
-    opts.samples, opts.calibration_steps = 2, 2
+    opts.samples, opts.calibration_steps, opts.calibration_pairs = 2, 2, 1
     opts.osu_lat_iters, opts.osu_bw_iters = 2000, 4
     opts.halo_lat_iters, opts.halo_bw_iters, opts.halo_quota_iters = 500, 10, 200
     opts.barrier_iters, opts.io_mib = 5000, 128
@@ -292,6 +300,9 @@ def parse_args(argv=None):
     p.add_argument("--clean-runs", type=int, default=30,
                    help="clean nights interleaved with the faulty ones, per fault")
     p.add_argument("--calibration-steps", type=int, default=4)
+    p.add_argument("--calibration-pairs", type=int, default=2,
+                   help="clean and faulty nights per calibration try: the change is "
+                        "their pooled medians' (default %(default)s)")
     p.add_argument("--calibration-tolerance", type=float, default=0.02,
                    help="accept a strength whose change is within this log distance "
                         "of the target (default %(default)s)")
@@ -303,6 +314,9 @@ def parse_args(argv=None):
                    help="total seconds to wait for other processes to go (default %(default)s)")
     p.add_argument("--quick", action="store_true", help="tiny smoke run")
     p.add_argument("--out", default=str(HERE / "results.json"))
+    p.add_argument("--append", action="store_true",
+                   help="keep the other faults already in --out (e.g. to re-measure one "
+                        "fault with more --samples)")
     p.add_argument("--table", metavar="JSON", help="only render the table of a results file")
     p.add_argument("--readme", action="store_true",
                    help="with --table: write the table into README.md between its markers")
@@ -363,7 +377,7 @@ def main(argv=None):
             "episode_floor": stats.EPISODE_FLOOR,
             "options": {k: v for k, v in vars(opts).items() if k not in ("table", "readme")},
             "loadavg_start": os.getloadavg()}
-    rec = Recorder(opts.out, meta)
+    rec = Recorder(opts.out, meta, append=opts.append)
     rc = 0
     with faults.scratch_dir(opts.scratch_parent, keep=opts.keep_scratch) as scratch:
         try:
