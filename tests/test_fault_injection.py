@@ -117,3 +117,21 @@ def test_fit_strength_averages_noisy_tries():
     # no trend (or the wrong one): no fit
     assert analysis.fit_strength([(10, 0.2), (20, 0.1)], 0.25, 1, 1e6) is None
     assert analysis.fit_strength([(10, 0.0), (20, 0.0)], 0.25, 1, 1e6) is None
+
+
+def test_append_keeps_the_other_faults_and_replaces_the_one_run_again(tmp_path):
+    import json
+    import run
+    out = tmp_path / "results.json"
+    first = run.Recorder(out, {"started": "a", "argv": ["--samples", "3"]})
+    for name in ("io", "memory"):
+        first.fault(name)["nights"].append({"phase": "baseline", "values": {"x": [1.0]}})
+    first.save()
+    again = run.Recorder(out, {"started": "b"}, append=True)
+    again.fault("memory")["samples"] = 10
+    again.save()
+    doc = json.loads(out.read_text())
+    assert doc["faults"]["io"]["nights"] == [{"phase": "baseline", "values": {"x": [1.0]}}]
+    assert doc["faults"]["memory"] == {"name": "memory", "status": "running", "nights": [],
+                                       "samples": 10}
+    assert doc["meta"]["earlier_runs"][0]["argv"] == ["--samples", "3"]
