@@ -20,7 +20,7 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
 from reframe.core.exceptions import SanityError
 
 from healthlib import site
-from healthlib.samples import PerfSamples, median
+from healthlib.samples import PerfSamples, median, sections
 from healthlib.benchmarks import (Insane, OsuBuild, check_osu_table, osu_binary,
                                   osu_options, osu_sizes, shell_path)
 from hpc_health.parsers import ParseError
@@ -171,15 +171,14 @@ class OsuBase(site.SiteReferences, site.RecordedSkip, PerfSamples,
                 text = fp.read()
         except OSError as err:
             raise SanityError(f'{self.benchmark} output: {err}') from None
-        marks = list(_SECTION.finditer(text))
-        if len(marks) < self.samples:
-            raise SanityError(f'{self.benchmark}: {len(marks)} of {self.samples} launches '
+        runs = sections(text, _SECTION)
+        if len(runs) < self.samples:
+            raise SanityError(f'{self.benchmark}: {len(runs)} of {self.samples} launches '
                               'started (job cut short?)')
         tables = []
-        for i, mark in enumerate(marks):
-            end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+        for mark, body in runs:
             try:
-                tables.append(osu_parser.parse_osu(text[mark.end():end]))
+                tables.append(osu_parser.parse_osu(body))
             except ParseError as err:
                 raise SanityError(f'{self.benchmark} output, launch {mark.group(1)}: '
                                   f'{err}') from None

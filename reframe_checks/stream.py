@@ -21,7 +21,7 @@ from reframe.core.builtins import (fixture, run_after, run_before,
 from reframe.core.exceptions import SanityError
 
 from healthlib import site
-from healthlib.samples import PerfSamples, median
+from healthlib.samples import PerfSamples, median, sections
 from healthlib.benchmarks import (Insane, StreamBuild, check_stream_run,
                                   cores_per_node, shell_path, thread_series)
 from hpc_health.parsers import ParseError
@@ -116,14 +116,11 @@ class StreamBase(site.SiteReferences, site.RecordedSkip, PerfSamples,
     @functools.cached_property
     def _runs(self):
         """Thread count -> parsed outputs, one per sample."""
-        text = self._read(sn.evaluate(self.stdout))
-        marks = list(_SECTION.finditer(text))
         runs = {}
-        for i, mark in enumerate(marks):
-            end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+        for mark, body in sections(self._read(sn.evaluate(self.stdout)), _SECTION):
             threads, sample = int(mark.group(1)), int(mark.group(2))
             try:
-                out = parse_stream(text[mark.end():end])
+                out = parse_stream(body)
                 check_stream_run(out, threads, self.array_size)
             except (ParseError, Insane) as err:
                 raise SanityError(f'STREAM with {threads} threads, sample {sample}: '

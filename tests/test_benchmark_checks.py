@@ -458,3 +458,28 @@ def _load_check(name):
 
 def _load_lib(name):
     return importlib.import_module(f"healthlib.{name}")
+
+
+# ---- several runs in one job: marker lines split the output ----------------
+
+def test_repeated_runs_split_at_their_markers_and_parse_alone():
+    import re
+    from healthlib.samples import sections
+    from hpc_health.parsers import ParseError
+    from hpc_health.parsers.osu import parse_osu, value_at
+    one = read("osu/osu_latency_np2_m0-4096.txt")
+    job = "".join(f"hpc-health: OSU sample {i}\n{one}" for i in (1, 2, 3))
+    runs = sections("prologue noise\n" + job, re.compile(r"^hpc-health: OSU sample (\d+)$",
+                                                         re.MULTILINE))
+    assert [m.group(1) for m, _ in runs] == ["1", "2", "3"]
+    tables = [parse_osu(body) for _, body in runs]
+    assert len({value_at(t, 4096, "avg_latency_us") for t in tables}) == 1
+
+    stream = read("stream/stream_c_omp2.txt")
+    marker = re.compile(r"^hpc-health: STREAM with (\d+) threads, sample (\d+)$", re.MULTILINE)
+    cut = stream[: len(stream) // 2]   # the second execution was killed half-way
+    runs = sections(f"hpc-health: STREAM with 2 threads, sample 1\n{stream}"
+                    f"hpc-health: STREAM with 2 threads, sample 2\n{cut}", marker)
+    assert parse_stream(runs[0][1])["validated"]
+    with pytest.raises(ParseError):
+        parse_stream(runs[1][1])

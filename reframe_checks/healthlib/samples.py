@@ -43,3 +43,12 @@ class PerfSamples(rfm.RegressionTestPlugin):
 
 def median(values):
     return statistics.median(values)
+
+
+def sections(text, marker):
+    """[(match, body)] for each line matching the compiled regex *marker*:
+    a job that runs a benchmark several times prints a marker line before
+    each run, and each body is then parsed on its own."""
+    marks = list(marker.finditer(text))
+    ends = [m.start() for m in marks[1:]] + [len(text)]
+    return [(m, text[m.end():end]) for m, end in zip(marks, ends)]
