@@ -85,7 +85,7 @@ def testcases(report):
     rounds = is_rounds_session(report)
     out = []
     for tries in attempts(report).values():
-        failed = [tc for tc in tries if tc.get("result") in ("fail", "abort")]
+        failed = [tc for tc in tries if not _judgeable(tc)]
         out.append(failed[0] if rounds and failed else tries[-1])
     return out
 
@@ -96,15 +96,28 @@ SAMPLES_FILE = "hpc-health-samples.json"
 def case_samples(tc):
     """Samples a check kept for its performance variables (see
     reframe_checks/healthlib/samples.py); {} when it kept none."""
-    outdir = tc.get("outputdir")
-    if not outdir:
-        return {}
-    try:
-        with open(f"{outdir}/{SAMPLES_FILE}") as fp:
-            data = json.load(fp)
-    except (OSError, ValueError):
-        return {}
-    return {k: [float(x) for x in v] for k, v in data.items() if isinstance(v, list)}
+    # A case whose figures fell outside ReFrame's bounds fails its
+    # performance stage and is never copied to the output directory; its
+    # stage directory is kept instead.
+    for where in (tc.get("outputdir"), tc.get("stagedir")):
+        if not where:
+            continue
+        try:
+            with open(f"{where}/{SAMPLES_FILE}") as fp:
+                data = json.load(fp)
+        except (OSError, ValueError):
+            continue
+        return {k: [float(x) for x in v] for k, v in data.items() if isinstance(v, list)}
+    return {}
+
+
+def _judgeable(tc):
+    """Ran to its figures: passed, or failed only ReFrame's reference bounds
+    (hpc-health judges those figures itself)."""
+    result = tc.get("result")
+    if result in ("fail", "abort"):
+        return tc.get("fail_phase") == "performance"
+    return result not in ("skip", "fail_deps")
 
 
 def merged_samples(rounds):
@@ -178,7 +191,7 @@ def measurements(report):
             out.append(Measurement(variable=None, **base))
             continue
         rounds = [t for t in tries.get(_case_key(tc), [tc])
-                  if t.get("result") == "pass" and t.get("perfvalues")] or [tc]
+                  if _judgeable(t) and t.get("perfvalues")] or [tc]
         samples = merged_samples(rounds)
         for key, vals in perf.items():
             value, ref, lower, upper, unit = vals[:5]

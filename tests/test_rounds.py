@@ -81,3 +81,16 @@ def test_per_node_runs_take_the_sites_rounds():
     assert "--reruns=2" in cmd and "--distribute=all" in cmd
     assert "--reruns" not in " ".join(runner.reframe_command(site, "batch", prefix="/tmp/p",
                                                              report="/tmp/r.json"))
+
+
+def test_samples_of_a_case_that_failed_reframes_bounds_come_from_its_stage(tmp_path):
+    # ReFrame fails the performance stage of a figure outside its bounds and
+    # never fills the output directory; the stage directory keeps the samples.
+    tc = _copy("node01", [1000, 1010, 990], tmp_path, 0, result="fail")
+    tc.update(fail_phase="performance", stagedir=tc["outputdir"],
+              outputdir=str(tmp_path / "empty-output"))
+    rounds = [[tc], [_copy("node01", [1200, 1210, 1190], tmp_path, 1)]]
+    (m,) = results.measurements(_report(ROUNDS_CMD, rounds))
+    assert sorted(m.samples) == [990, 1000, 1010, 1190, 1200, 1210]
+    (v,) = verdicts.judge_all([m], None)
+    assert v.verdict != verdicts.FAIL

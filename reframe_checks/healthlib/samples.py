@@ -25,7 +25,11 @@ class PerfSamples(rfm.RegressionTestPlugin):
         """Performance variable name -> list of samples (override)."""
         return {}
 
-    @run_before('cleanup')
+    # Before the performance stage, not at cleanup: a figure outside
+    # ReFrame's reference bounds fails that stage, cleanup never runs, and
+    # the samples must still be there (in the stage directory ReFrame keeps)
+    # for hpc-health's own verdict.
+    @run_before('performance')
     def write_samples(self):
         if self.is_dry_run():
             return
