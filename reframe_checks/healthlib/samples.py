@@ -29,7 +29,9 @@ class PerfSamples(rfm.RegressionTestPlugin):
     # ReFrame's reference bounds fails that stage, cleanup never runs, and
     # the samples must still be there (in the stage directory ReFrame keeps)
     # for hpc-health's own verdict.
-    @run_before('performance')
+    # always_last: after the checks' own hooks have set their performance
+    # variables (OSU records which figure each variable reads there).
+    @run_before('performance', always_last=True)
     def write_samples(self):
         if self.is_dry_run():
             return
