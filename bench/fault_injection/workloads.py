@@ -13,6 +13,7 @@ import math
 import os
 import re
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,16 +43,11 @@ class RunEnv:
 
 
 def mpi_base_env():
-    env = dict(os.environ)
-    env.update({
-        "OMPI_ALLOW_RUN_AS_ROOT": "1",
-        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-        "OMPI_MCA_rmaps_base_oversubscribe": "1",
-        # Pinning both ranks would stack them on cores a hog or another
-        # user may also be pinned to; the scheduler spreads them better.
-        "OMPI_MCA_hwloc_base_binding_policy": "none",
-    })
-    return env
+    """The test suite's mpirun environment (root allowed, oversubscription,
+    no binding: a hog or another user may be pinned to the same cores)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+    import mpi_env
+    return mpi_env.mpi_env()
 
 
 class Workload:

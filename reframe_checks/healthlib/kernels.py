@@ -113,15 +113,6 @@ class KernelRun(site.SiteReferences, PerfSamples, rfm.RunOnlyRegressionTest):
     #: :default: ``False``
     per_node = variable(typ.Bool, value=False)
 
-    #: Seconds the job waits before the kernel starts.  Unset: the site
-    #: setting ``kernels.settle_seconds``, else 0.  Where nodes share cores
-    #: (the local-slurm site), the previous job's teardown and accounting run
-    #: just as the next job starts, and a microsecond figure measures them.
-    #:
-    #: :type: :class:`float` or :obj:`None`
-    #: :default: :obj:`None`
-    settle_seconds = variable(float, int, type(None), value=None)
-
     #: Parser for the program's JSON output.
     parser = None
 
@@ -139,10 +130,6 @@ class KernelRun(site.SiteReferences, PerfSamples, rfm.RunOnlyRegressionTest):
         # the ranks really ran.
         self.prerun_cmds = ['echo ' + shlex.quote(f'hpc-health: kernels built with {self.build_method}'),
                             'echo "hpc-health: nodes ${SLURM_JOB_NODELIST:-$(hostname)}"']
-        if self.settle_seconds is None:
-            self.settle_seconds = float(site.section(self, 'kernels').get('settle_seconds') or 0)
-        if self.settle_seconds > 0:
-            self.prerun_cmds.append(f'sleep {self.settle_seconds:g}')
 
     @functools.cached_property
     def _parsed(self):
