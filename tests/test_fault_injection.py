@@ -135,3 +135,29 @@ def test_append_keeps_the_other_faults_and_replaces_the_one_run_again(tmp_path):
     assert doc["faults"]["memory"] == {"name": "memory", "status": "running", "nights": [],
                                        "samples": 10}
     assert doc["meta"]["earlier_runs"][0]["argv"] == ["--samples", "3"]
+
+
+def test_small_size_not_trialled_when_the_baseline_promises_no_more():
+    from workloads import Metric
+    rng = np.random.default_rng(3)
+    metric = Metric("lat", "us", stats.LOWER)
+    base = [_night("clean", {"lat": list(2.0 * np.exp(rng.normal(0, 0.15, 5)))}, None,
+                   [metric], "baseline") for _ in range(20)]
+    ref = analysis.reference_for(base, metric)
+    promised = analysis.promised_mdc(ref, stats.LOWER, 5)
+    # the MDC a real night reports is the one promised before it was run
+    night = _night("clean", {"lat": [2.1] * 5}, {"lat": ref}, [metric])
+    assert night["verdicts"]["lat"]["mdc"] == pytest.approx(promised)
+    run, skip = analysis.sizes_to_trial(promised)
+    assert promised > 0.10 and list(run) == ["25%"] and skip == {"10%": promised}
+    assert analysis.sizes_to_trial(0.08) == (dict(analysis.SIZES), {})
+    # the skipped size still has its row, and it claims nothing
+    nights = base + [_night(k, {"lat": [2.6] * 5 if k == "25%" else [2.0] * 5},
+                            {"lat": ref}, [metric])
+                     for k in analysis.schedule(4, 2, tuple(run))]
+    fault = {"name": "lat", "status": "ok", "primary": "lat", "samples": 5,
+             "metrics": [metric.__dict__], "nights": nights, "not_trialled": skip}
+    rows, _ = analysis.summarize_fault(fault)
+    assert [r["size"] for r in rows] == ["10%", "25%"]
+    assert rows[0]["trials"] == 0 and "not trialled" in rows[0]["target"]
+    assert "| 10% | – | – | 0 | 0/0 = – |" in analysis.render_table({"faults": {"lat": fault}})

@@ -130,6 +130,30 @@ def reference_for(baseline_nights, metric):
     return stats.propose_reference(runs, metric.unit, metric.direction)
 
 
+def promised_mdc(ref, direction, k, n_metrics=1, alpha=stats.ALPHA):
+    """The MDC a night of ``k`` samples will report against ``ref``, known
+    before any faulty night is run (the MDC does not depend on the night's
+    values, only on the reference, ``k`` and the Holm family size)."""
+    res = stats.verdict(ref, [ref.value] * max(1, k), direction, alpha / max(1, n_metrics))
+    return res.mdc
+
+
+def sizes_to_trial(mdc, sizes=SIZES):
+    """({size: nominal} worth trialling, {size: reason} not trialled).
+
+    A small size is only claimed where the MDC is at most SMALL_MDC_LIMIT;
+    where the baseline already promises more, its trials could not change
+    the table's answer ("not claimed") and would only cost machine time.
+    """
+    run, skip = {}, {}
+    for size, nominal in sizes.items():
+        if nominal < 0.2 and mdc is not None and mdc > SMALL_MDC_LIMIT:
+            skip[size] = mdc
+        else:
+            run[size] = nominal
+    return run, skip
+
+
 def judge(refs, metrics, values, alpha=stats.ALPHA):
     """All verdicts of one night, Holm-corrected across its metrics as the
     product's judge_all does; {metric: summary dict}."""
@@ -186,6 +210,14 @@ def summarize_fault(fault):
             }
             row["target"] = target_status(row)
             rows.append(row)
+    for size, mdc in (fault.get("not_trialled") or {}).items():
+        rows.append({
+            "fault": fault["name"], "size": size, "nominal": SIZES[size],
+            "metric": fault.get("primary"), "primary": True, "trials": 0, "detected": 0,
+            "detection_rate": None, "induced": None, "mdc": mdc, "knob": None,
+            "false_alarm_rate": fa["rate"],
+            "target": f"not claimed (MDC {_pct(mdc)} > 10 %), not trialled"})
+    rows.sort(key=lambda r: SIZES[r["size"]])
     return rows, fa
 
 

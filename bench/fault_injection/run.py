@@ -223,8 +223,18 @@ def run_fault(sc, opts, rec):
                     f", within-run {100 * (r.within_run_spread or 0):.1f} %")
 
             direction = next(m.direction for m in wl.metrics if m.name == wl.primary)
+            promised = analysis.promised_mdc(refs[wl.primary], direction, k, len(wl.metrics))
+            fr["promised_mdc"] = promised
+            sizes, skipped = analysis.sizes_to_trial(promised)
+            if opts.trial_unclaimed:
+                sizes, skipped = dict(analysis.SIZES), {}
+            fr["not_trialled"] = skipped
+            for size in skipped:
+                log(f"{sc.name}: {size} not trialled: the reference promises an MDC of "
+                    f"{100 * promised:.1f} % with {k} samples, so it is not claimed "
+                    f"(--trial-unclaimed runs it anyway)")
             fr["calibration"] = {}
-            for size, target in analysis.SIZES.items():
+            for size, target in sizes.items():
                 points = []
                 s = sc.initial_strength(target)
                 for _ in range(opts.calibration_steps):
@@ -255,7 +265,7 @@ def run_fault(sc, opts, rec):
                 log(f"{sc.name}: {size} -> {sc.knob(s)} ({how})")
                 rec.save()
 
-            for kind in analysis.schedule(opts.clean_runs, opts.trials):
+            for kind in analysis.schedule(opts.clean_runs, opts.trials, tuple(sizes)):
                 s = None if kind == analysis.CLEAN else fr["calibration"][kind]["strength"]
                 n = night(kind, "trial", s)
                 n["verdicts"] = analysis.judge(refs, wl.metrics, n["values"])
@@ -297,6 +307,9 @@ def parse_args(argv=None):
                    help="clean nights making the reference (default: the product's %(default)s)")
     p.add_argument("--samples", type=int, default=stats.RECOMMENDED_SAMPLES,
                    help="samples per night (default: the product's %(default)s)")
+    p.add_argument("--trial-unclaimed", action="store_true",
+                   help="also run the ~10 %% trials where the baseline's MDC is above 10 %% "
+                        "(their row says 'not claimed' either way)")
     p.add_argument("--clean-runs", type=int, default=30,
                    help="clean nights interleaved with the faulty ones, per fault")
     p.add_argument("--calibration-steps", type=int, default=4)
