@@ -173,6 +173,30 @@ class IoBase(site.SiteReferences, site.RecordedSkip, PerfSamples,
     def _darshan_figure(self, module, key):
         return darshan.figures(self._darshan, module)[key]
 
+    def require_success(self, tool):
+        if self.job.exitcode:
+            raise SanityError(f'{tool} exited with {self.job.exitcode}' + self._stderr_tail())
+
+    @staticmethod
+    def consistent(check, *args):
+        """The parser's own consistency check, its complaint as the sanity failure."""
+        try:
+            return check(*args)
+        except Insane as err:
+            raise SanityError(str(err)) from None
+
+    def check_darshan_bytes(self, *expected):
+        """Darshan counted what the benchmark says it moved: one
+        (module, written, read, allowance) per module."""
+        if not self.use_darshan:
+            return
+        self.check_darshan()
+        try:
+            for module, written, read, allowance in expected:
+                darshan.check_bytes(self._darshan, module, written, read, allowance)
+        except ParseError as err:
+            raise SanityError(f'Darshan: {err}') from None
+
     def _stderr_tail(self):
         try:
             with open(os.path.join(self.stagedir, sn.evaluate(self.stderr))) as fp:
@@ -242,13 +266,9 @@ class IorBandwidth(IoBase):
 
     @sanity_function
     def moved_what_was_asked(self):
-        if self.job.exitcode:
-            raise SanityError(f'IOR exited with {self.job.exitcode}' + self._stderr_tail())
+        self.require_success('IOR')
         out = self._ior
-        try:
-            expected = check_ior_summary(out, self.mode, self.num_tasks)
-        except Insane as err:
-            raise SanityError(str(err)) from None
+        expected = self.consistent(check_ior_summary, out, self.mode, self.num_tasks)
         api = IOR_MODES[self.mode][0]
         lines = [f'IOR {out["version"]}: {self.mode}, {self.num_tasks} ranks, '
                  f'{expected} B written and read back',
@@ -257,15 +277,11 @@ class IorBandwidth(IoBase):
             f = out['operations'][op]
             lines.append(f'{op}: max {f["bw_max_mib"]} MiB/s, mean {f["bw_mean_mib"]} '
                          f'MiB/s, open {f["open_time_s"]} s, close {f["close_time_s"]} s')
-        if self.use_darshan:
-            self.check_darshan()
-            try:
-                if api == 'MPIIO':
-                    darshan.check_bytes(self._darshan, 'MPI-IO', expected, expected)
-                darshan.check_bytes(self._darshan, 'POSIX', expected, expected,
-                                    self.posix_allowance)
-            except ParseError as err:
-                raise SanityError(f'Darshan: {err}') from None
+        posix = ('POSIX', expected, expected, self.posix_allowance)
+        if api == 'MPIIO':
+            self.check_darshan_bytes(('MPI-IO', expected, expected, 0), posix)
+        else:
+            self.check_darshan_bytes(posix)
         self.write_summary(lines)
         return True
 
@@ -349,25 +365,15 @@ class MdtestRates(IoBase):
 
     @sanity_function
     def complete(self):
-        if self.job.exitcode:
-            raise SanityError(f'mdtest exited with {self.job.exitcode}' + self._stderr_tail())
+        self.require_success('mdtest')
         out = self._mdtest
-        try:
-            check_mdtest(out, self.num_tasks, self.items, self.PHASES)
-        except Insane as err:
-            raise SanityError(str(err)) from None
+        self.consistent(check_mdtest, out, self.num_tasks, self.items, self.PHASES)
         lines = [f'mdtest {out["version"]}: {out["tasks"]} ranks, {out["items"]} items, '
                  f'{out["iterations"]} iteration(s)']
         lines += [f'{p}: {out["rates"][p]["mean"]} ops/s' for p in self.PHASES]
-        if self.use_darshan:
-            self.check_darshan()
-            written = self.write_bytes * out['items'] * out['iterations']
-            try:
-                # mdtest reads back what it wrote only with -e; we never pass it.
-                darshan.check_bytes(self._darshan, 'POSIX', written, 0,
-                                    self.posix_allowance)
-            except ParseError as err:
-                raise SanityError(f'Darshan: {err}') from None
+        written = self.write_bytes * out['items'] * out['iterations']
+        # mdtest reads back what it wrote only with -e; we never pass it.
+        self.check_darshan_bytes(('POSIX', written, 0, self.posix_allowance))
         self.write_summary(lines)
         return True
 
