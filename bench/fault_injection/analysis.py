@@ -139,7 +139,7 @@ def promised_mdc(ref, direction, k, n_metrics=1, alpha=stats.ALPHA):
 
 
 def sizes_to_trial(mdc, sizes=SIZES):
-    """({size: nominal} worth trialling, {size: reason} not trialled).
+    """({size: nominal} worth trialling, {size: promised MDC} not trialled).
 
     A small size is only claimed where the MDC is at most SMALL_MDC_LIMIT;
     where the baseline already promises more, its trials could not change
