@@ -85,7 +85,7 @@ def testcases(report):
     rounds = is_rounds_session(report)
     out = []
     for tries in attempts(report).values():
-        failed = [tc for tc in tries if not _judgeable(tc)]
+        failed = [tc for tc in tries if _failed(tc)]
         out.append(failed[0] if rounds and failed else tries[-1])
     return out
 
@@ -111,13 +111,19 @@ def case_samples(tc):
     return {}
 
 
-def _judgeable(tc):
-    """Ran to its figures: passed, or failed only ReFrame's reference bounds
-    (hpc-health judges those figures itself)."""
+def _failed(tc):
+    """Failed before its figures (or its dependency did).  Failing only
+    ReFrame's reference bounds is not a failure here: hpc-health judges
+    those figures itself."""
     result = tc.get("result")
     if result in ("fail", "abort"):
-        return tc.get("fail_phase") == "performance"
-    return result not in ("skip", "fail_deps")
+        return tc.get("fail_phase") != "performance"
+    return result == "fail_deps"
+
+
+def _judgeable(tc):
+    """Ran to its figures."""
+    return tc.get("result") != "skip" and not _failed(tc)
 
 
 def merged_samples(rounds):

@@ -94,3 +94,11 @@ def test_samples_of_a_case_that_failed_reframes_bounds_come_from_its_stage(tmp_p
     assert sorted(m.samples) == [990, 1000, 1010, 1190, 1200, 1210]
     (v,) = verdicts.judge_all([m], None)
     assert v.verdict != verdicts.FAIL
+
+
+def test_a_skipped_round_is_not_a_failed_one(tmp_path):
+    skipped = _copy("node01", [1000], tmp_path, 0)
+    skipped.update(result="skip", perfvalues={})
+    rounds = [[skipped], [_copy("node01", [1000, 1010, 990], tmp_path, 1)]]
+    (tc,) = results.testcases(_report(ROUNDS_CMD, rounds))
+    assert tc["result"] == "pass"
