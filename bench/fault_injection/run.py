@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 
 import analysis  # noqa: E402
@@ -38,7 +37,7 @@ import faults  # noqa: E402
 import quiet  # noqa: E402
 from faults import FaultError, run  # noqa: E402
 from scenarios import SCENARIOS  # noqa: E402
-from workloads import median  # noqa: E402
+from workloads import median, mpi_env  # noqa: E402
 
 from hpc_health import stats  # noqa: E402
 
@@ -89,8 +88,6 @@ def build_tools(scratch, opts):
     run(["mpicc", "-O2", "-Wall", "-Wextra", "-shared", "-fPIC", "-o",
          bindir / "libpmpi_delay.so", HERE / "pmpi_delay.c"])
     tools["pmpi_delay"] = bindir / "libpmpi_delay.so"
-    sys.path.insert(0, str(REPO / "tests"))
-    import mpi_env   # the test suite's builder, so the kernels are built one way
     kbin = Path(mpi_env.build_kernels(scratch / "kernels"))
     tools["halo"], tools["barrier"] = kbin / "halo", kbin / "barrier"
     for key in LAB_GLOBS:

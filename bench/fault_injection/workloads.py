@@ -25,6 +25,10 @@ from hpc_health.parsers.stream import parse_stream
 
 from faults import run
 
+# The test suite's MPI helpers: one mpirun environment, one way to build the kernels.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+import mpi_env  # noqa: E402
+
 
 @dataclass
 class Metric:
@@ -45,8 +49,6 @@ class RunEnv:
 def mpi_base_env():
     """The test suite's mpirun environment (root allowed, oversubscription,
     no binding: a hog or another user may be pinned to the same cores)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-    import mpi_env
     return mpi_env.mpi_env()
 
 
