@@ -183,14 +183,32 @@ def tbf_on_lo(netns, rate_bps, burst_bytes=None, latency_ms=100):
     """
     if shutil.which("tc") is None:
         raise FaultError("'tc' (iproute2) not found")
-    rate = int(rate_bps)
-    burst = int(burst_bytes or max(256 * 1024, rate / 8 * 0.002))
-    run(["tc", "-n", netns, "qdisc", "add", "dev", "lo", "root", "tbf", "rate", f"{rate}bit",
-         "burst", str(burst), "latency", f"{latency_ms}ms"])
+    args, info = _tbf(rate_bps, burst_bytes, latency_ms)
+    run(["tc", "-n", netns, "qdisc", "add", "dev", "lo", "root"] + args)
     try:
-        yield {"rate_mbit": rate / 1e6, "burst_bytes": burst}
+        yield info
     finally:
         _undo(run, ["tc", "-n", netns, "qdisc", "del", "dev", "lo", "root"])
+
+
+@contextlib.contextmanager
+def tbf_rate(netns, rate_bps, restore_bps, latency_ms=100):
+    """Change the rate of the tbf that :func:`tbf_on_lo` put on the
+    namespace's ``lo``, and set ``restore_bps`` back afterwards."""
+    args, info = _tbf(rate_bps, None, latency_ms)
+    run(["tc", "-n", netns, "qdisc", "change", "dev", "lo", "root"] + args)
+    try:
+        yield info
+    finally:
+        _undo(run, ["tc", "-n", netns, "qdisc", "change", "dev", "lo", "root"]
+              + _tbf(restore_bps, None, latency_ms)[0])
+
+
+def _tbf(rate_bps, burst_bytes, latency_ms):
+    rate = int(rate_bps)
+    burst = int(burst_bytes or max(256 * 1024, rate / 8 * 0.002))
+    return (["tbf", "rate", f"{rate}bit", "burst", str(burst), "latency", f"{latency_ms}ms"],
+            {"rate_mbit": rate / 1e6, "burst_bytes": burst})
 
 
 def check_tbf(netns):

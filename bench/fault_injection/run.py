@@ -41,7 +41,7 @@ from workloads import median, mpi_env  # noqa: E402
 
 from hpc_health import stats  # noqa: E402
 
-DEFAULT_FAULTS = "memory,network,latency,io,slow-rank"
+DEFAULT_FAULTS = "memory,network,network-link,latency,io,slow-rank"
 README = HERE / "README.md"
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
@@ -173,6 +173,7 @@ def run_fault(sc, opts, rec):
     t0 = time.time()
     try:
         with sc.session() as renv:
+            fr["session"] = sc.session_info
             clean_env = sc.clean_env()
 
             def night(kind, phase, strength=None):
@@ -291,7 +292,7 @@ def apply_quick(opts):
     opts.samples, opts.calibration_steps, opts.calibration_pairs = 2, 2, 1
     opts.osu_lat_iters, opts.osu_bw_iters = 2000, 4
     opts.halo_lat_iters, opts.halo_bw_iters, opts.halo_quota_iters = 500, 10, 200
-    opts.barrier_iters, opts.io_mib = 5000, 128
+    opts.barrier_iters, opts.io_mib, opts.link_probe = 5000, 128, 3
 
 
 def parse_args(argv=None):
@@ -340,6 +341,10 @@ def parse_args(argv=None):
     for key in LAB_GLOBS:
         p.add_argument("--" + key.replace("_", "-"), dest=key, default=None,
                        help=f"path to {PATH_NAMES[key]} (or ${ENV_NAMES[key]})")
+    p.add_argument("--link-fraction", type=float, default=0.5,
+                   help="network-link: the link rate, as a fraction of lo's unshaped rate")
+    p.add_argument("--link-probe", type=int, default=9,
+                   help="network-link: unshaped launches that measure lo's rate")
     p.add_argument("--osu-lat-iters", type=int, default=20000)
     p.add_argument("--osu-bw-iters", type=int, default=10)
     p.add_argument("--halo-lat-iters", type=int, default=5000)
