@@ -30,6 +30,22 @@ def _strict(properties):
 
 # Benchmark settings per partition.  Every key is optional; the default the
 # check uses is given in ``description`` (and in site_configs/local/site.yaml).
+KERNELS_SCHEMA = _strict({
+    "samples": {**_POSINT, "description": "launches of halo and barrier per run, each "
+                "a sample (default 5)"},
+    "halo_sizes": {"type": ["array", "null"], "minItems": 1,
+                   "items": {"type": "integer", "minimum": 1},
+                   "description": "halo message sizes, bytes (default 8, 4096, 65536, 1048576)"},
+    "halo_iters": {**_POSINT, "description": "timed exchanges per repetition (default 200)"},
+    "halo_warmup": {"type": ["integer", "null"], "minimum": 0,
+                    "description": "untimed exchanges first (default 20)"},
+    "halo_repetitions": {**_POSINT, "description": "repetitions inside one halo launch; "
+                         "the launch's figure is their median (default 1)"},
+    "barrier_iters": {**_POSINT, "description": "timed barriers per communicator size "
+                      "(default 2000)"},
+    "barrier_warmup": {"type": ["integer", "null"], "minimum": 0,
+                       "description": "untimed barriers first (default 200)"},
+})
 STREAM_SCHEMA = _strict({
     "spec": {**_SPEC, "description": "Spack spec (default 'stream +openmp'); "
              "stream_array_size/ntimes are added by the check"},
@@ -130,7 +146,7 @@ SITE_SCHEMA = {
                     "nodes": _POSINT,
                     "ranks_per_node": _POSINT,
                     "scratch": _PATH,
-                    "kernels": {"type": "object"},
+                    "kernels": KERNELS_SCHEMA,
                     "stream": STREAM_SCHEMA,
                     "osu": OSU_SCHEMA,
                     "ior": IOR_SCHEMA,

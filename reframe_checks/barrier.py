@@ -8,7 +8,6 @@ PMIx or the network address exchange does.
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_before, sanity_function, variable
 
 from healthlib import site
@@ -30,7 +29,8 @@ def comm_sizes(nranks):
 @rfm.simple_test
 class BarrierLatency(KernelRun):
     """Median barrier time per communicator size, p90 on the whole
-    allocation, and MPI_Init time."""
+    allocation, and MPI_Init time; each figure per launch, then the median of
+    the launches."""
 
     #: Timed and warm-up barriers per communicator size.  Unset: the site
     #: settings ``kernels.barrier_iters`` / ``kernels.barrier_warmup``, else
@@ -57,36 +57,37 @@ class BarrierLatency(KernelRun):
 
     @sanity_function
     def complete(self):
-        out = self.parsed()
-        missing = [n for n in comm_sizes(self.num_tasks) if n not in out['results']]
-        return sn.all([
-            sn.assert_eq(self.job.exitcode, 0, msg='barrier exited with {0}'),
-            sn.assert_eq(out['ranks'], self.num_tasks,
-                         msg='barrier ran on {0} ranks, expected {1}'),
-            sn.assert_false(missing, msg=f'no result for communicator sizes {missing}'),
-        ])
+        checks = [sn.assert_eq(self.job.exitcode, 0, msg='barrier exited with {0}')]
+        for i, out in enumerate(self.launches(), 1):
+            missing = [n for n in comm_sizes(self.num_tasks) if n not in out['results']]
+            checks += [
+                sn.assert_eq(out['ranks'], self.num_tasks,
+                             msg=f'launch {i}: barrier ran on {{0}} ranks, expected {{1}}'),
+                sn.assert_false(missing,
+                                msg=f'launch {i}: no result for communicator sizes {missing}'),
+            ]
+        return sn.all(checks)
+
+    def _figures(self):
+        """Performance variable -> (unit, figure of one launch's output)."""
+        # One rank has nothing to wait for; its "barrier" times a function call.
+        sizes = [n for n in comm_sizes(self.num_tasks) if n > 1]
+        figures = {f'median_n{n}': ('us', _stat(n, 'median')) for n in sizes}
+        if sizes:
+            figures[f'p90_n{sizes[-1]}'] = ('us', _stat(sizes[-1], 'p90'))
+        figures['mpi_init'] = ('s', lambda out: out['mpi_init_s'])
+        return figures
 
     @run_before('performance')
     def set_perf_variables(self):
-        # One rank has nothing to wait for; its "barrier" times a function call.
-        sizes = [n for n in comm_sizes(self.num_tasks) if n > 1]
-        pv = {f'median_n{n}': sn.make_performance_function(self._stat(n, 'median'), 'us')
-              for n in sizes}
-        if sizes:
-            pv[f'p90_n{sizes[-1]}'] = sn.make_performance_function(
-                self._stat(sizes[-1], 'p90'), 'us')
-        pv['mpi_init'] = sn.make_performance_function(self._init_time(), 's')
-        self.perf_variables = pv
-
-    @sn.deferrable
-    def _stat(self, n, stat):
-        return self.parsed()['results'][n][stat]
+        self.perf_variables = {
+            name: sn.make_performance_function(self.median_of(figure), unit)
+            for name, (unit, figure) in self._figures().items()}
 
     def perf_samples(self):
-        res = self.parsed()['results']
-        return {f'median_n{n}': res[n]['samples'] for n in comm_sizes(self.num_tasks)
-                if n > 1 and n in res}
+        return {name: self.per_launch(figure)
+                for name, (_, figure) in self._figures().items()}
 
-    @sn.deferrable
-    def _init_time(self):
-        return self.parsed()['mpi_init_s']
+
+def _stat(n, stat):
+    return lambda out: out['results'][n][stat]

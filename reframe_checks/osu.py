@@ -10,7 +10,6 @@ is validated.
 
 import functools
 import os
-import re
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -20,7 +19,8 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
 from reframe.core.exceptions import SanityError
 
 from healthlib import site
-from healthlib.samples import PerfSamples, median, sections
+from healthlib.launches import RepeatedLaunches
+from healthlib.samples import PerfSamples, median
 from healthlib.benchmarks import (Insane, OsuBuild, check_osu_table, osu_binary,
                                   osu_options, osu_sizes, shell_path)
 from hpc_health.parsers import ParseError
@@ -28,8 +28,6 @@ from hpc_health.parsers import osu as osu_parser
 from hpc_health.units import size_label
 
 _HOSTS = 'rank-hosts.txt'
-_MARK = 'hpc-health: OSU sample'
-_SECTION = re.compile(rf'^{_MARK} (\d+)$', re.MULTILINE)
 
 
 def inter_node_skip_reason(nodes, partition):
@@ -41,7 +39,7 @@ def inter_node_skip_reason(nodes, partition):
             f'(partitions.{partition}.nodes)')
 
 
-class OsuBase(site.SiteReferences, site.RecordedSkip, PerfSamples,
+class OsuBase(site.SiteReferences, site.RecordedSkip, PerfSamples, RepeatedLaunches,
               rfm.RunOnlyRegressionTest):
     osu = fixture(OsuBuild, scope='environment')
     valid_systems = ['+mpi']
@@ -134,27 +132,10 @@ class OsuBase(site.SiteReferences, site.RecordedSkip, PerfSamples,
         self.executable = shell_path(osu_binary(
             self.osu.prefix('osu-micro-benchmarks'), self.benchmark))
 
-    def _launch_command(self):
-        # ReFrame copies the task counts to the job only when it writes the
-        # script; the launcher needs them now.
-        self.job.num_tasks = self.num_tasks
-        self.job.num_tasks_per_node = self.num_tasks_per_node
-        return self.job.launcher.run_command(self.job)
-
     def record_rank_hosts(self):
         """Run ``hostname`` under the job's own launcher and placement before
         the benchmark, so the output proves where the ranks ran."""
-        self.prerun_cmds = [f'{self._launch_command()} hostname > {_HOSTS}']
-
-    @run_before('run', always_last=True)
-    def repeat_launches(self):
-        """The benchmark launched ``samples`` times, each after a marker that
-        splits the output."""
-        again = ' '.join([self._launch_command(), self.executable, *self.executable_opts])
-        self.prerun_cmds = list(self.prerun_cmds) + [f'echo "{_MARK} 1"']
-        self.postrun_cmds = [line for i in range(2, self.samples + 1)
-                             for line in (f'echo "{_MARK} {i}"', again)] + \
-            list(self.postrun_cmds)
+        self.prerun_cmds = [f'{self.launch_command()} hostname > {_HOSTS}']
 
     @run_before('sanity')
     def read_rank_hosts(self):
@@ -166,22 +147,12 @@ class OsuBase(site.SiteReferences, site.RecordedSkip, PerfSamples,
     @functools.cached_property
     def _tables(self):
         """One parsed OSU table per launch, in order."""
-        try:
-            with open(os.path.join(self.stagedir, sn.evaluate(self.stdout))) as fp:
-                text = fp.read()
-        except OSError as err:
-            raise SanityError(f'{self.benchmark} output: {err}') from None
-        runs = sections(text, _SECTION)
-        if len(runs) < self.samples:
-            raise SanityError(f'{self.benchmark}: {len(runs)} of {self.samples} launches '
-                              'started (job cut short?)')
         tables = []
-        for mark, body in runs:
+        for i, body in enumerate(self.launch_outputs(self.benchmark), 1):
             try:
                 tables.append(osu_parser.parse_osu(body))
             except ParseError as err:
-                raise SanityError(f'{self.benchmark} output, launch {mark.group(1)}: '
-                                  f'{err}') from None
+                raise SanityError(f'{self.benchmark} output, launch {i}: {err}') from None
         return tables
 
     @property

@@ -467,10 +467,10 @@ def test_repeated_runs_split_at_their_markers_and_parse_alone():
     from healthlib.samples import sections
     from hpc_health.parsers import ParseError
     from hpc_health.parsers.osu import parse_osu, value_at
+    from healthlib.launches import MARK
     one = read("osu/osu_latency_np2_m0-4096.txt")
-    job = "".join(f"hpc-health: OSU sample {i}\n{one}" for i in (1, 2, 3))
-    runs = sections("prologue noise\n" + job, re.compile(r"^hpc-health: OSU sample (\d+)$",
-                                                         re.MULTILINE))
+    job = "".join(f"{MARK} {i}\n{one}" for i in (1, 2, 3))
+    runs = sections("prologue noise\n" + job, re.compile(rf"^{MARK} (\d+)$", re.MULTILINE))
     assert [m.group(1) for m, _ in runs] == ["1", "2", "3"]
     tables = [parse_osu(body) for _, body in runs]
     assert len({value_at(t, 4096, "avg_latency_us") for t in tables}) == 1

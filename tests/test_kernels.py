@@ -6,6 +6,8 @@ the machine has, so iteration counts and sizes are kept small.
 
 import json
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +28,8 @@ GRIDS = {
     (3, 1): [3], (3, 2): [3, 1], (3, 3): [3, 1, 1],
     (4, 1): [4], (4, 2): [2, 2], (4, 3): [2, 2, 1],
 }
+# The checks' library, as ReFrame puts it on sys.path when it loads a check.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reframe_checks"))
 # A hang (deadlock) must fail the test, not the whole CI job.
 TIMEOUT = 120
 
@@ -268,3 +272,51 @@ def test_wrong_program_and_empty_text(halo_output, barrier_outputs):
         parse_barrier(halo_output)
     with pytest.raises(ParseError):
         parse_halo("")
+
+
+# ---- the checks' launches: one job output, one sample per launch -------------
+
+def _job_output(tmp_path, launches):
+    """A job's stdout as the check's script writes it: the kernels' echo
+    lines, then each launch after its marker."""
+    from healthlib.launches import MARK
+    text = "hpc-health: kernels built with cmake\nhpc-health: nodes vm\n"
+    text += "".join(f"{MARK} {i}\n{out}" for i, out in enumerate(launches, 1))
+    (tmp_path / "rfm_job.out").write_text(text)
+
+
+def _kernel_run(tmp_path, program, parser, samples):
+    """The parts of a KernelRun its launch splitting reads, on a real stage."""
+    from healthlib.kernels import KernelRun
+    from healthlib.launches import RepeatedLaunches
+
+    class Stage:
+        stagedir, stdout = str(tmp_path), "rfm_job.out"
+        launch_outputs = RepeatedLaunches.launch_outputs
+        launches = KernelRun._launches.func
+        per_launch = KernelRun.per_launch
+
+    Stage.samples, Stage.program, Stage.parser = samples, program, staticmethod(parser)
+    return Stage()
+
+
+def test_kernel_samples_are_one_per_launch(bindir, tmp_path):
+    outs = [ok(mpirun(bindir, 2, "barrier", "--warmup", 5, "--iters", 50, "--json")).stdout
+            for _ in range(3)]
+    _job_output(tmp_path, outs)
+    run = _kernel_run(tmp_path, "barrier", parse_barrier, 3)
+    samples = run.per_launch(lambda out: out["results"][2]["median"])
+    assert samples == [parse_barrier(o)["results"][2]["median"] for o in outs]
+
+
+def test_a_missing_or_broken_launch_fails_sanity_and_names_it(bindir, tmp_path):
+    from reframe.core.exceptions import SanityError
+    out = ok(mpirun(bindir, 2, "halo", "--sizes", "8", "--warmup", 1, "--iters", 3,
+                    "--json")).stdout
+    _job_output(tmp_path, [out, out])
+    with pytest.raises(SanityError, match="2 of 3 launches started"):
+        _kernel_run(tmp_path, "halo", parse_halo, 3).launches()
+    # The second launch died half-way through its JSON.
+    _job_output(tmp_path, [out, out[: len(out) // 2], out])
+    with pytest.raises(SanityError, match="halo output, launch 2: "):
+        _kernel_run(tmp_path, "halo", parse_halo, 3).launches()

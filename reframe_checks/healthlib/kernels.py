@@ -13,7 +13,8 @@ from reframe.core.builtins import (fixture, run_after, run_before,
                                    sanity_function, variable)
 
 from healthlib import builds, site
-from healthlib.samples import PerfSamples
+from healthlib.launches import RepeatedLaunches
+from healthlib.samples import PerfSamples, median
 from hpc_health.parsers import ParseError
 from reframe.core.exceptions import SanityError
 
@@ -92,8 +93,11 @@ class KernelsBuild(site.RecordedSkip, rfm.CompileOnlyRegressionTest):
                        for prog in ('halo', 'barrier')])
 
 
-class KernelRun(site.SiteReferences, PerfSamples, rfm.RunOnlyRegressionTest):
-    """Base of the checks that run one of our kernels with ``--json``."""
+class KernelRun(site.SiteReferences, PerfSamples, RepeatedLaunches,
+                rfm.RunOnlyRegressionTest):
+    """Base of the checks that run one of our kernels with ``--json``,
+    launched ``samples`` times in the job: each launch is one sample of every
+    figure, and a figure is the median of its launches."""
 
     kernels = fixture(KernelsBuild, scope='environment')
     valid_systems = ['+mpi']
@@ -113,6 +117,12 @@ class KernelRun(site.SiteReferences, PerfSamples, rfm.RunOnlyRegressionTest):
     #: :default: ``False``
     per_node = variable(typ.Bool, value=False)
 
+    #: Launches of the kernel in the job, each one sample.  Unset: the site
+    #: setting ``kernels.samples``, else 5.
+    #:
+    #: :type: :class:`int` or :obj:`None`
+    samples = variable(int, type(None), value=None)
+
     #: Parser for the program's JSON output.
     parser = None
 
@@ -131,15 +141,29 @@ class KernelRun(site.SiteReferences, PerfSamples, rfm.RunOnlyRegressionTest):
         self.prerun_cmds = ['echo ' + shlex.quote(f'hpc-health: kernels built with {self.build_method}'),
                             'echo "hpc-health: nodes ${SLURM_JOB_NODELIST:-$(hostname)}"']
 
-    @functools.cached_property
-    def _parsed(self):
-        with open(os.path.join(self.stagedir, sn.evaluate(self.stdout))) as fp:
-            return type(self).parser(fp.read())
+    @run_before('run')
+    def set_samples(self):
+        if self.samples is None:
+            self.samples = int(site.section(self, 'kernels').get('samples') or 5)
 
-    def parsed(self):
-        try:
-            return self._parsed
-        except ParseError as err:
-            raise SanityError(f'{self.program} output: {err}') from None
-        except OSError as err:
-            raise SanityError(f'{self.program} output unreadable: {err}') from None
+    @functools.cached_property
+    def _launches(self):
+        parsed = []
+        for i, body in enumerate(self.launch_outputs(self.program), 1):
+            try:
+                parsed.append(type(self).parser(body))
+            except ParseError as err:
+                raise SanityError(f'{self.program} output, launch {i}: {err}') from None
+        return parsed
+
+    def launches(self):
+        """The parsed output of every launch, in order."""
+        return self._launches
+
+    def per_launch(self, figure):
+        """``figure(parsed)`` of every launch: the samples of one figure."""
+        return [figure(p) for p in self.launches()]
+
+    @sn.deferrable
+    def median_of(self, figure):
+        return median(self.per_launch(figure))

@@ -1,0 +1,62 @@
+"""One program launched several times in one job, each launch one sample.
+
+On shared or virtualised nodes the level of an MPI figure is set per launch
+(where the ranks land, what the hypervisor does with their vCPUs): the
+repetitions inside one launch share its luck and agree to a few per cent
+while launches differ by tens.  Samples that are to average that away must
+come from separate launches; the job launches the program ``samples`` times,
+each after a marker line, and the output is split at the markers.
+"""
+
+import os
+import re
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import run_before
+from reframe.core.exceptions import SanityError
+
+from healthlib.samples import sections
+
+MARK = 'hpc-health: launch'
+# Not anchored at the line's start: a launch that died mid-line leaves no
+# newline, and the next marker is echoed onto that line.
+_SECTION = re.compile(rf'{MARK} (\d+)$', re.MULTILINE)
+
+
+class RepeatedLaunches(rfm.RegressionTestPlugin):
+    """Launch ``executable`` ``samples`` times under the job's own launcher.
+
+    The test sets ``samples`` (an int) before the run stage; the launches
+    after the first are shell lines after the job's own launch, so every one
+    gets the same placement and options.
+    """
+
+    def launch_command(self):
+        # ReFrame copies the task counts to the job only when it writes the
+        # script; the launcher needs them now.
+        self.job.num_tasks = self.num_tasks
+        self.job.num_tasks_per_node = self.num_tasks_per_node
+        return self.job.launcher.run_command(self.job)
+
+    @run_before('run', always_last=True)
+    def repeat_launches(self):
+        again = ' '.join([self.launch_command(), self.executable, *self.executable_opts])
+        self.prerun_cmds = list(self.prerun_cmds) + [f'echo "{MARK} 1"']
+        self.postrun_cmds = [line for i in range(2, self.samples + 1)
+                             for line in (f'echo "{MARK} {i}"', again)] + \
+            list(self.postrun_cmds)
+
+    def launch_outputs(self, what):
+        """The output of every launch, in order; a SanityError naming *what*
+        when the job's output cannot be read or launches are missing."""
+        try:
+            with open(os.path.join(self.stagedir, sn.evaluate(self.stdout))) as fp:
+                text = fp.read()
+        except OSError as err:
+            raise SanityError(f'{what} output unreadable: {err}') from None
+        runs = [body for _, body in sections(text, _SECTION)]
+        if len(runs) < self.samples:
+            raise SanityError(f'{what}: {len(runs)} of {self.samples} launches '
+                              'started (job cut short?)')
+        return runs
