@@ -1,5 +1,6 @@
-"""The pure-Python parts of bench/fault_injection: schedule, calibration step,
-verdict bookkeeping and the results table (no root, no MPI)."""
+"""bench/fault_injection: schedule, calibration step, verdict bookkeeping and
+the results table (pure Python), and the removal of what a killed run left
+behind (real namespaces, cgroups, loop devices when run as root)."""
 
 import math
 import re
@@ -161,3 +162,70 @@ def test_small_size_not_trialled_when_the_baseline_promises_no_more():
     assert [r["size"] for r in rows] == ["10%", "25%"]
     assert rows[0]["trials"] == 0 and "not trialled" in rows[0]["target"]
     assert "| 10% | – | – | 0 | 0/0 = – |" in analysis.render_table({"faults": {"lat": fault}})
+
+
+# ---- what a killed run leaves behind ------------------------------------------
+
+def _dead_pid():
+    import subprocess
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_clean_stale_removes_a_dead_runs_objects_and_nothing_else(tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import faults
+    dead, live = _dead_pid(), os.getpid()
+    scratch, images = tmp_path / "scratch", tmp_path / "images"
+    images.mkdir()
+    made = {}
+    for pid in (dead, live):
+        d = scratch / f"hpc-health-fi-{pid}-abc"
+        d.mkdir(parents=True)
+        (images / f"fi-loop-{pid}.img").write_bytes(b"")
+        made[pid] = [("scratch", str(d)), ("image", str(images / f"fi-loop-{pid}.img"))]
+    (scratch / "hpc-health-fi-notapid").mkdir()     # not named by us: never touched
+    root = os.geteuid() == 0
+    if root and shutil.which("ip"):
+        for pid in (dead, live):
+            subprocess.run(["ip", "netns", "add", f"hhfi-{pid}"], check=True)
+            made[pid].append(("netns", f"hhfi-{pid}"))
+    if root and faults.cgroup_v1_available("blkio"):
+        for pid in (dead, live):
+            cg = faults.CGROUP_ROOT / "blkio" / f"hpc-health-fi-{pid}"
+            cg.mkdir()
+            made[pid].append(("cgroup", str(cg)))
+    loop = None
+    if root and shutil.which("losetup"):
+        img = scratch / f"hpc-health-fi-{dead}-abc" / f"fi-loop-{dead}.img"
+        img.write_bytes(b"\0" * (1 << 20))
+        got = subprocess.run(["losetup", "--find", "--show", str(img)],
+                             capture_output=True, text=True)
+        if got.returncode == 0:
+            loop = got.stdout.strip()
+            made[dead] += [("loop", loop), ("image", str(img))]
+    try:
+        stale = faults.find_stale([scratch], [images])
+        assert sorted(stale) == sorted(made[dead])
+        assert faults.clean_stale(stale, log=lambda msg: None) == []
+        for kind, what in made[dead]:
+            if kind in ("scratch", "image", "cgroup"):
+                assert not os.path.exists(what), what
+        if loop:
+            assert loop not in faults._loop_devices()
+        assert faults.find_stale([scratch], [images]) == []
+        for kind, what in made[live]:
+            assert (what in faults._netns_list() if kind == "netns"
+                    else os.path.exists(what)), what
+        assert (scratch / "hpc-health-fi-notapid").is_dir()
+    finally:
+        for kind, what in made[live] + made[dead]:
+            if kind == "netns":
+                subprocess.run(["ip", "netns", "delete", what], capture_output=True)
+            elif kind == "cgroup" and os.path.isdir(what):
+                os.rmdir(what)
+            elif kind == "loop":
+                subprocess.run(["losetup", "-d", what], capture_output=True)

@@ -24,6 +24,11 @@ import time
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+# Every object a run creates carries its PID in one of these names.
+SCRATCH_PREFIX = "hpc-health-fi-"
+NETNS_PREFIX = "hhfi-"
+CGROUP_PREFIX = "hpc-health-fi-"
+IMAGE_PREFIX = "fi-loop-"
 
 
 class FaultError(RuntimeError):
@@ -99,7 +104,8 @@ def _undo(step, *args):
 def scratch_dir(parent=None, keep=False):
     """A fresh directory for builds, loop images and IOR files; removed at the
     end unless ``keep``.  Only this directory, which we created, is removed."""
-    path = Path(tempfile.mkdtemp(prefix="hpc-health-fi-", dir=parent))
+    # The PID in the name lets clean_stale() tell a dead run's directory.
+    path = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=parent))
     try:
         yield path
     finally:
@@ -305,7 +311,7 @@ def loop_filesystem(backing_dir, size_mib, mountpoint):
     for tool in ("losetup", "mkfs.ext4", "mount", "umount"):
         if shutil.which(tool) is None:
             raise FaultError(f"'{tool}' not found")
-    image = Path(backing_dir) / f"fi-loop-{os.getpid()}.img"
+    image = Path(backing_dir) / f"{IMAGE_PREFIX}{os.getpid()}.img"
     if image.exists():
         raise FaultError(f"{image} exists (not ours; not touched)")
     fd = os.open(image, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
@@ -349,3 +355,112 @@ def backing_dir_default(scratch):
 
 def rank_wrapper_path():
     return Path(__file__).resolve().parent / "rank_cgroup.sh"
+
+
+# --- what a killed run left behind -------------------------------------------
+
+def _pid_in(name, prefix, suffix=""):
+    """The PID a name of ours carries, or None when it is not one of ours."""
+    if not name.startswith(prefix) or not name.endswith(suffix):
+        return None
+    head = name[len(prefix):len(name) - len(suffix) if suffix else None].split("-", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _loop_devices():
+    """{device: backing file} of every attached loop device."""
+    if shutil.which("losetup") is None:
+        return {}
+    out, _ = run(["losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE"])
+    devs = {}
+    for line in out.splitlines():
+        parts = line.split(None, 1)
+        if len(parts) == 2:
+            devs[parts[0]] = parts[1].strip().removesuffix(" (deleted)")
+    return devs
+
+
+def _mounts():
+    """[(source, mount point)] from /proc/mounts (octal escapes decoded)."""
+    rows = []
+    for line in Path("/proc/mounts").read_text().splitlines():
+        src, mnt = line.split()[:2]
+        rows.append((src, mnt.encode().decode("unicode_escape")))
+    return rows
+
+
+def find_stale(scratch_parents=None, image_dirs=None):
+    """Objects of runs whose driver is gone (killed with SIGKILL, or the
+    machine rebooted mid-run), as [(kind, what)], in the order they must be
+    removed.  Only names carrying a dead PID are listed: a live run's objects
+    and anything named otherwise are never touched."""
+    def dead(pid):
+        return pid is not None and not _alive(pid)
+
+    scratch_parents = [Path(d) for d in (scratch_parents or [tempfile.gettempdir()])]
+    image_dirs = [Path(d) for d in (image_dirs or ["/dev/shm"])]
+    scratches = [d for parent in scratch_parents if parent.is_dir()
+                 for d in parent.glob(f"{SCRATCH_PREFIX}*")
+                 if d.is_dir() and dead(_pid_in(d.name, SCRATCH_PREFIX))]
+    loops = {dev: back for dev, back in _loop_devices().items()
+             if dead(_pid_in(Path(back).name, IMAGE_PREFIX, ".img"))}
+    images = [f for d in image_dirs + scratches if d.is_dir()
+              for f in d.rglob(f"{IMAGE_PREFIX}*.img")
+              if dead(_pid_in(f.name, IMAGE_PREFIX, ".img"))]
+    # Deepest first, so a mount on top of another comes off before it.
+    stale = [("mount", mnt) for mnt in sorted(
+        {mnt for src, mnt in _mounts()
+         if src in loops or any(Path(mnt).is_relative_to(d) for d in scratches)},
+        key=len, reverse=True)]
+    stale += [("loop", dev) for dev in loops]
+    stale += [("image", str(f)) for f in images]
+    if shutil.which("ip"):
+        stale += [("netns", ns) for ns in sorted(_netns_list())
+                  if dead(_pid_in(ns, NETNS_PREFIX))]
+    for controller in ("blkio", "cpu"):
+        base = CGROUP_ROOT / controller
+        if base.is_dir():
+            stale += [("cgroup", str(cg)) for cg in sorted(base.glob(f"{CGROUP_PREFIX}*"))
+                      if cg.is_dir() and dead(_pid_in(cg.name, CGROUP_PREFIX))]
+    stale += [("scratch", str(d)) for d in scratches]
+    return stale
+
+
+def clean_stale(stale, log=print):
+    """Remove what :func:`find_stale` listed; returns what could not be
+    removed.  A cgroup that still holds processes is left alone: they are
+    alive, so the cgroup is in use."""
+    left = []
+    steps = {
+        "mount": lambda x: run(["umount", x]),
+        "loop": lambda x: run(["losetup", "-d", x]),
+        "image": os.unlink,
+        "netns": lambda x: run(["ip", "netns", "delete", x]),
+        "cgroup": _remove_idle_cgroup,
+        "scratch": shutil.rmtree,
+    }
+    for kind, what in stale:
+        try:
+            steps[kind](what)
+            log(f"removed {kind} {what}")
+        except Exception as exc:   # report and go on with the rest
+            left.append((kind, what))
+            log(f"could not remove {kind} {what}: {exc}")
+    return left
+
+
+def _remove_idle_cgroup(path):
+    procs = (Path(path) / "cgroup.procs").read_text().split()
+    if procs:
+        raise OSError(f"it still holds processes {' '.join(procs)}")
+    Path(path).rmdir()

@@ -335,6 +335,9 @@ def parse_args(argv=None):
                    help="ignore STREAM/OSU/IOR binaries; use our kernels and probes")
     p.add_argument("--scratch-parent", default=None, help="where the scratch directory goes")
     p.add_argument("--keep-scratch", action="store_true")
+    p.add_argument("--clean-stale", action="store_true",
+                   help="remove what runs killed with SIGKILL left behind (objects named "
+                        "after a dead PID) and exit")
     p.add_argument("--io-backing", default=None,
                    help="directory for the loop image (default /dev/shm, else scratch)")
     p.add_argument("--io-mib", type=int, default=1024, help="IOR block size per repetition")
@@ -366,6 +369,26 @@ def write_readme(table):
     README.write_text(f"{head}{BEGIN}\n{table}\n{END}{tail}")
 
 
+def _scratch_parents(opts):
+    return [opts.scratch_parent] if opts.scratch_parent else None
+
+
+def _image_dirs(opts):
+    return ["/dev/shm"] + ([opts.io_backing] if opts.io_backing else [])
+
+
+def clean_stale(opts):
+    """Remove what killed runs left behind; exit 1 if something stays."""
+    if os.geteuid() != 0:
+        raise SystemExit("needs root: network namespaces, cgroups and loop devices")
+    stale = faults.find_stale(_scratch_parents(opts), _image_dirs(opts))
+    if not stale:
+        log("nothing left behind by earlier runs")
+        return 0
+    left = faults.clean_stale(stale, log=log)
+    return 1 if left else 0
+
+
 def main(argv=None):
     opts = parse_args(argv)
     if opts.table:
@@ -377,6 +400,8 @@ def main(argv=None):
         if opts.readme:
             write_readme(table)
         return 0
+    if opts.clean_stale:
+        return clean_stale(opts)
     names = [n.strip() for n in opts.faults.split(",") if n.strip()]
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
@@ -384,6 +409,10 @@ def main(argv=None):
     if os.geteuid() != 0:
         raise SystemExit("needs root: network namespaces, tc, cgroups and loop devices")
 
+    stale = faults.find_stale(_scratch_parents(opts), _image_dirs(opts))
+    if stale:
+        log("objects of an earlier run that was killed are still there (run.py "
+            "--clean-stale removes them): " + ", ".join(f"{k} {w}" for k, w in stale))
     faults.install_signal_handlers()
     meta = {"started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "host": platform.node(), "kernel": platform.release(),
