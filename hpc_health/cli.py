@@ -105,8 +105,9 @@ def reference():
 def reference_capture(site, partition, nruns, from_runs, tags, write, reframe_args):
     """Propose references from N new runs or from stored runs.
 
-    value = median of all samples; bounds from the observed noise (episodes
-    between runs included), at least 3 % and at most 50 %.  Prints a diff;
+    value = location (Huber M-estimate) of all samples; bounds from the
+    observed noise (episodes between runs included), at least 3 % and at
+    most 50 %.  Prints a diff;
     writes only with --write.
     """
     import io

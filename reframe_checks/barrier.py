@@ -29,8 +29,8 @@ def comm_sizes(nranks):
 @rfm.simple_test
 class BarrierLatency(KernelRun):
     """Median barrier time per communicator size, p90 on the whole
-    allocation, and MPI_Init time; each figure per launch, then the median of
-    the launches."""
+    allocation, and MPI_Init time; each figure per launch, then the location
+    (:func:`hpc_health.stats.location`) of the launches."""
 
     #: Timed and warm-up barriers per communicator size.  Unset: the site
     #: settings ``kernels.barrier_iters`` / ``kernels.barrier_warmup``, else
@@ -81,7 +81,7 @@ class BarrierLatency(KernelRun):
     @run_before('performance')
     def set_perf_variables(self):
         self.perf_variables = {
-            name: sn.make_performance_function(self.median_of(figure), unit)
+            name: sn.make_performance_function(self.location_of(figure), unit)
             for name, (unit, figure) in self._figures().items()}
 
     def perf_samples(self):

@@ -14,7 +14,7 @@ from reframe.core.builtins import (parameter, run_before, sanity_function,
 
 from healthlib import site
 from healthlib.kernels import KernelRun
-from healthlib.samples import median
+from statistics import median
 from hpc_health.parsers.kernels import parse_halo
 from hpc_health.units import size_label
 
@@ -22,8 +22,8 @@ from hpc_health.units import size_label
 @rfm.simple_test
 class HaloExchange(KernelRun):
     """Time per exchange (max over ranks) for each message size: per launch
-    the median of its repetitions, and the figure the median of the
-    launches."""
+    the median of its repetitions, and the figure the location
+    (:func:`hpc_health.stats.location`) of the launches."""
 
     #: Dimensions of the process grid.
     dims = parameter([1, 2, 3])
@@ -96,7 +96,7 @@ class HaloExchange(KernelRun):
     def set_perf_variables(self):
         self.perf_variables = {
             f'time_{size_label(s)}': sn.make_performance_function(
-                self.median_of(self._time_at(s)), 'us')
+                self.location_of(self._time_at(s)), 'us')
             for s in self.sizes
         }
 

@@ -26,7 +26,7 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
 from reframe.core.exceptions import SanityError
 
 from healthlib import darshan, site
-from healthlib.samples import PerfSamples, median
+from healthlib.samples import PerfSamples, location
 from healthlib.benchmarks import (IOR_MODES, Insane, IorBuild, check_ior_summary,
                                   check_mdtest, darshan_enabled, ior_options,
                                   mdtest_options, shell_path)
@@ -209,7 +209,7 @@ class IoBase(site.SiteReferences, site.RecordedSkip, PerfSamples,
 @rfm.simple_test
 class IorBandwidth(IoBase):
     """Write and read bandwidth, open and close times (each repetition a
-    sample, the figure their median), and what Darshan saw, per access
+    sample, the figure their location), and what Darshan saw, per access
     pattern."""
 
     #: ``posix_fpp`` (file per process), ``posix_shared`` (one shared file)
@@ -287,7 +287,7 @@ class IorBandwidth(IoBase):
 
     @run_before('performance')
     def set_perf_variables(self):
-        # Each repetition (-i) is a sample; the figure is their median.
+        # Each repetition (-i) is a sample; the figure is their location.
         pv = {}
         for op in ('write', 'read'):
             pv[f'{op}_bw'] = sn.make_performance_function(self._figure(op, 'bw_mib'),
@@ -303,7 +303,7 @@ class IorBandwidth(IoBase):
 
     @sn.deferrable
     def _figure(self, op, key):
-        return median(self._ior['operations'][op][f'{key}_iterations'])
+        return location(self._ior['operations'][op][f'{key}_iterations'])
 
     def perf_samples(self):
         out = {}

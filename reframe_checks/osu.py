@@ -20,7 +20,7 @@ from reframe.core.exceptions import SanityError
 
 from healthlib import site
 from healthlib.launches import RepeatedLaunches
-from healthlib.samples import PerfSamples, median
+from healthlib.samples import PerfSamples, location
 from healthlib.benchmarks import (Insane, OsuBuild, check_osu_table, osu_binary,
                                   osu_options, osu_sizes, shell_path)
 from hpc_health.parsers import ParseError
@@ -192,13 +192,14 @@ class OsuBase(site.SiteReferences, site.RecordedSkip, PerfSamples, RepeatedLaunc
         return [osu_parser.value_at(t, size, column) for t in self._tables]
 
     def figure(self, name, size, column, unit):
-        """A performance function: the median of the launches' figures."""
+        """A performance function: the launches' figures summarised by
+        :func:`hpc_health.stats.location`."""
         self._sources[name] = (size, column)
-        return sn.make_performance_function(self._median(size, column), unit)
+        return sn.make_performance_function(self._location(size, column), unit)
 
     @sn.deferrable
-    def _median(self, size, column):
-        return median(self._figures(size, column))
+    def _location(self, size, column):
+        return location(self._figures(size, column))
 
     def perf_at_sizes(self, name, column, unit):
         return {f'{name}_{size_label(s)}': self.figure(f'{name}_{size_label(s)}', s,

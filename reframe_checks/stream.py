@@ -21,7 +21,7 @@ from reframe.core.builtins import (fixture, run_after, run_before,
 from reframe.core.exceptions import SanityError
 
 from healthlib import site
-from healthlib.samples import PerfSamples, median, sections
+from healthlib.samples import PerfSamples, location, sections
 from healthlib.benchmarks import (Insane, StreamBuild, check_stream_run,
                                   cores_per_node, shell_path, thread_series)
 from hpc_health.parsers import ParseError
@@ -168,7 +168,7 @@ class StreamBandwidth(StreamBase):
 
     @sn.deferrable
     def _rate(self, kernel):
-        return median(self._rates(self.threads, kernel))
+        return location(self._rates(self.threads, kernel))
 
     def perf_samples(self):
         return {k.capitalize(): self._rates(self.threads, k) for k in KERNELS}
@@ -203,7 +203,7 @@ class StreamTriadScaling(StreamBase):
 
     @sn.deferrable
     def _triad(self, threads, per_core=False):
-        return median(self._per(threads, per_core))
+        return location(self._per(threads, per_core))
 
     def _per(self, threads, per_core):
         return [r / threads if per_core else r for r in self._rates(threads)]

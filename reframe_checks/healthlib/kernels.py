@@ -14,7 +14,7 @@ from reframe.core.builtins import (fixture, run_after, run_before,
 
 from healthlib import builds, site
 from healthlib.launches import RepeatedLaunches
-from healthlib.samples import PerfSamples, median
+from healthlib.samples import PerfSamples, location
 from hpc_health.parsers import ParseError
 from reframe.core.exceptions import SanityError
 
@@ -97,7 +97,8 @@ class KernelRun(site.SiteReferences, PerfSamples, RepeatedLaunches,
                 rfm.RunOnlyRegressionTest):
     """Base of the checks that run one of our kernels with ``--json``,
     launched ``samples`` times in the job: each launch is one sample of every
-    figure, and a figure is the median of its launches."""
+    figure, and a figure is the location (hpc_health.stats.location) of its
+    launches."""
 
     kernels = fixture(KernelsBuild, scope='environment')
     valid_systems = ['+mpi']
@@ -165,5 +166,5 @@ class KernelRun(site.SiteReferences, PerfSamples, RepeatedLaunches,
         return [figure(p) for p in self.launches()]
 
     @sn.deferrable
-    def median_of(self, figure):
-        return median(self.per_launch(figure))
+    def location_of(self, figure):
+        return location(self.per_launch(figure))
