@@ -67,6 +67,7 @@ def propose(found, stack_hashes=()):
             value = getattr(ref, name)
             if value is not None:
                 prov[name] = _round(value)
+        prov["estimator"] = ref.estimator
         if ref.too_noisy:
             prov["too_noisy"] = True
         stacks = sorted(set(h for h in stack_hashes if h))

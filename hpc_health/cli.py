@@ -167,7 +167,8 @@ def reference_show(site):
                      f"{'+inf' if upper is None else f'{100 * upper:+.0f}%'}]"
             info = ", ".join(f"{k} {len(v) if isinstance(v, list) else v}"
                              for k, v in prov.items() if k in
-                             ("captured", "runs", "samples", "spread", "between_run_spread", "stack"))
+                             ("captured", "runs", "samples", "spread", "between_run_spread", "stack",
+                              "estimator"))
             click.echo(f"  {'/'.join(str(k) for k in path[:-1])}  {var} = {value:g} {unit} "
                        f"{bounds}  {info or 'no provenance'}")
 

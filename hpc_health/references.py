@@ -25,6 +25,7 @@ keys named after tests)::
           between_run_spread: 0.04  # relative spread of per-run medians (episodes)
           within_run_spread: 0.02   # spread of samples inside one run
           stack: 3f2a...            # software-stack hash of the runs
+          estimator: huber-1.5      # how samples were summarised (stats.location)
 
 (the noise fields are those of :class:`hpc_health.stats.Reference`)
 
@@ -43,7 +44,8 @@ _NUM = (int, float)
 _PROVENANCE_FIELDS = {"captured": str, "runs": list, "samples": int, "spread": _NUM,
                       "between_run_spread": _NUM, "between_run_spread_better": _NUM,
                       "within_run_spread": _NUM, "episode_floor": _NUM, "too_noisy": bool,
-                      "stack": str, "note": str, "floor": _NUM, "cap": _NUM}
+                      "stack": str, "note": str, "floor": _NUM, "cap": _NUM,
+                      "estimator": str}
 
 
 @dataclass

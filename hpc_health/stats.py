@@ -127,6 +127,10 @@ MEDIAN_EFFICIENCY = math.pi / 2.0
 HUBER_K = 1.5
 #: The same variance factor for the Huber estimate (1 / 0.964).
 HUBER_EFFICIENCY = 1.0 / 0.964
+#: Name of the estimate :func:`location` makes; recorded with every captured
+#: reference, because a reference only compares with figures summarised the
+#: same way.
+ESTIMATOR = "huber-1.5"
 #: Fewer samples than this are summarised by their median: with 3 the robust
 #: sigma rests on the closest pair alone and says little.
 HUBER_MIN_SAMPLES = 4
@@ -400,6 +404,8 @@ class Reference:
     episode_floor: Optional[float] = None
     #: the bound hit BOUND_CAP: healthy runs alone need more than the cap
     too_noisy: bool = False
+    #: how the value summarised its samples (:data:`ESTIMATOR`); None: not recorded
+    estimator: Optional[str] = None
     note: str = ""
 
     def __post_init__(self):
@@ -457,6 +463,7 @@ def propose_reference(samples_by_run: Sequence[Sequence[float]], unit: str,
         between = max(mad, _tail_scale(dev))
         between_better = max(mad, _tail_scale(-dev))
     ref = Reference(value=value, unit=unit, spread=_log_spread(allx), n=n, runs=r,
+                    estimator=ESTIMATOR,
                     between_run_spread=between,
                     between_run_spread_better=between_better,
                     within_run_spread=within_run_spread(runs),
@@ -692,6 +699,9 @@ def _decide(res: VerdictResult, ref: Optional[Reference], direction: str, alpha:
         notes.append(f"between-run noise not measured, assumed {pct(floor)}")
     if ref.too_noisy:
         notes.append("reference marked too noisy to gate")
+    if ref.estimator is not None and ref.estimator != ESTIMATOR:
+        notes.append(f"reference summarised by {ref.estimator}, tonight by {ESTIMATOR}: "
+                     f"re-capture it")
     tail = ("; " + "; ".join(notes)) if notes else ""
     mdc_txt = ("" if res.mdc is None
                else f"; only >= {pct(res.mdc)} worse is caught on {100 * POWER:.0f} % of nights")

@@ -27,7 +27,7 @@ FAILING = {DEGRADED, FAIL, OUTLIER}
 
 # Provenance fields of a reference file that describe its noise.
 _NOISE_FIELDS = ("spread", "between_run_spread", "between_run_spread_better",
-                 "within_run_spread", "episode_floor", "too_noisy")
+                 "within_run_spread", "episode_floor", "too_noisy", "estimator")
 
 
 @dataclass

@@ -587,3 +587,28 @@ def test_slow_drift_is_reported():
     step = cp.step_degradation(nights, None, HIGHER, reference=ref)
     assert step is not None and 3 <= step["index"] < first_nightly
     assert step["magnitude"] >= 0.1 and step["magnitude"] > step["threshold"]
+
+
+def test_location_averages_nearby_levels_and_bounds_far_samples():
+    """Launch levels are averaged (a shift of either moves the figure); an
+    episode covering a third of the samples moves it by a bounded amount."""
+    levels = [9.0] * 20 + [13.0] * 20
+    assert 10.5 < st.location(levels) < 11.5           # the median would say 9 or 13
+    assert st.location(levels[:19] + levels[20:] + [13.0]) == pytest.approx(
+        st.location(levels), rel=0.05)                  # one launch changing level: no jump
+    lat = [0.17, 0.17, 0.17, 0.16, 0.16, 0.16, 0.43, 0.40, 0.41, 0.40, 0.42,
+           0.16, 0.14, 0.15, 0.15]
+    assert st.location(lat) / np.median(lat) - 1 < 0.10  # the mean: +43 %
+    assert st.location([1.0, 2.0, 1000.0]) == 2.0        # under 4 samples: the median
+    assert st.location([5.0, 5.0, 5.0, 5.0]) == pytest.approx(5.0)  # no scale: no problem
+    assert st.location([1.0, float("inf"), 1.0, 1.0, float("nan"), 1.0]) == pytest.approx(1.0)
+    with pytest.raises(ValueError):
+        st.location([float("nan")])
+
+
+def test_a_reference_summarised_otherwise_is_named_in_the_reason():
+    ref = st.propose_reference([[10.0, 10.2, 9.9, 10.1]] * 5, "us", LOWER)
+    assert ref.estimator == st.ESTIMATOR
+    ref.estimator = "median"
+    r = st.verdict(ref, [10.0, 10.1, 9.9, 10.0], LOWER)
+    assert "summarised by median" in r.reason and "re-capture" in r.reason
