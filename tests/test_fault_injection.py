@@ -229,3 +229,31 @@ def test_clean_stale_removes_a_dead_runs_objects_and_nothing_else(tmp_path):
                 os.rmdir(what)
             elif kind == "loop":
                 subprocess.run(["losetup", "-d", what], capture_output=True)
+
+
+def test_rejudge_recomputes_verdicts_from_the_recorded_nights_only():
+    """Nights judged by an older rule (a stale verdict and reference planted
+    here) are judged again from their own baseline nights."""
+    rng = np.random.default_rng(2)
+    from workloads import Metric
+    metrics = [Metric("bw", "MB/s", stats.HIGHER)]
+    draw = lambda scale=1.0: {"bw": list(1000 * scale * np.exp(rng.normal(0, 0.02, 8)))}  # noqa: E731
+    base = [_night("clean", draw(), None, metrics, "baseline") for _ in range(20)]
+    refs = {"bw": analysis.reference_for(base, metrics[0])}
+    nights = base + [_night(k, draw(0.7 if k == "25%" else 1.0), refs, metrics)
+                     for k in analysis.schedule(6, 6, sizes={"25%": 0.25})]
+    for n in nights[20:]:
+        n["verdicts"]["bw"]["verdict"] = "PASS"          # what an older rule said
+    fault = {"name": "demo", "status": "ok", "primary": "bw", "samples": 8,
+             "metrics": [m.__dict__ for m in metrics], "nights": nights,
+             "reference": {"bw": {"value": 1.0}}, "not_trialled": {"10%": 9.9}}
+    doc = {"meta": {}, "faults": {"demo": fault}}
+    again = analysis.rejudge(doc)
+    f = again["faults"]["demo"]
+    verdicts = [(n["kind"], n["verdicts"]["bw"]["verdict"]) for n in f["nights"][20:]]
+    assert all(v == ("DEGRADED" if k == "25%" else "PASS") for k, v in verdicts)
+    assert f["reference"]["bw"]["value"] == pytest.approx(1000, rel=0.02)
+    assert f["not_trialled"]["10%"] == pytest.approx(f["promised_mdc"])
+    assert f["promised_mdc"] < 1
+    assert again["meta"]["rejudged"]["estimator"] == stats.ESTIMATOR
+    assert fault["nights"][20]["verdicts"]["bw"]["verdict"] == "PASS"   # input untouched

@@ -6,6 +6,7 @@ exercises it.
 
 from __future__ import annotations
 
+import json
 import math
 from statistics import median
 
@@ -165,6 +166,34 @@ def judge(refs, metrics, values, alpha=stats.ALPHA):
     return out
 
 
+def rejudge(results, alpha=stats.ALPHA):
+    """The same nights judged again by the current statistics: references
+    re-proposed from each fault's baseline nights, every trial night's
+    verdicts and the promised MDC recomputed.  The measurements are untouched,
+    so a change to the statistics can be weighed on nights already recorded
+    (in-sample: fresh nights are the proof).  Returns a new results dict."""
+    from workloads import Metric
+    out = json.loads(json.dumps(results))
+    for fault in out.get("faults", {}).values():
+        baseline = [n for n in fault.get("nights", []) if n.get("phase") == "baseline"]
+        if fault.get("status") != "ok" or not baseline:
+            continue
+        metrics = [Metric(**m) for m in fault["metrics"]]
+        refs = {m.name: reference_for(baseline, m) for m in metrics}
+        fault["reference"] = {k: r.to_dict() for k, r in refs.items()}
+        for n in fault["nights"]:
+            if n.get("phase") == "trial":
+                n["verdicts"] = judge(refs, metrics, n["values"], alpha)
+        primary = next(m for m in metrics if m.name == fault["primary"])
+        mdc = promised_mdc(refs[primary.name], primary.direction, fault["samples"],
+                           len(metrics), alpha)
+        fault["promised_mdc"] = mdc
+        if fault.get("not_trialled"):
+            fault["not_trialled"] = {size: mdc for size in fault["not_trialled"]}
+    out.setdefault("meta", {})["rejudged"] = {"estimator": stats.ESTIMATOR}
+    return out
+
+
 # --- summary -------------------------------------------------------------------
 
 def _rate(k, n):
@@ -192,8 +221,10 @@ def summarize_fault(fault):
         for m in metrics:
             name, direction = m["name"], m["direction"]
             hits = sum(n["verdicts"][name]["verdict"] == stats.DEGRADED for n in faulty)
-            clean_med = median([median(n["values"][name]) for n in clean]) if clean else None
-            faulty_med = median([median(n["values"][name]) for n in faulty])
+            # each night's figure as the verdict saw it, then the median night
+            clean_med = (median([stats.location(n["values"][name]) for n in clean])
+                         if clean else None)
+            faulty_med = median([stats.location(n["values"][name]) for n in faulty])
             mdcs = [n["verdicts"][name]["mdc"] for n in nights
                     if n["verdicts"][name]["mdc"] is not None]
             mdc = median(mdcs) if mdcs else None
