@@ -188,6 +188,7 @@ def rejudge(results, alpha=stats.ALPHA):
         mdc = promised_mdc(refs[primary.name], primary.direction, fault["samples"],
                            len(metrics), alpha)
         fault["promised_mdc"] = mdc
+        fault["estimator"] = stats.ESTIMATOR
         if fault.get("not_trialled"):
             fault["not_trialled"] = {size: mdc for size in fault["not_trialled"]}
     out.setdefault("meta", {})["rejudged"] = {"estimator": stats.ESTIMATOR}
@@ -195,6 +196,15 @@ def rejudge(results, alpha=stats.ALPHA):
 
 
 # --- summary -------------------------------------------------------------------
+
+#: What judged records written before faults carried ``estimator``: each
+#: run's figure was then the median of its samples.
+LEGACY_ESTIMATOR = "median"
+
+
+def estimator_of(fault):
+    return fault.get("estimator", LEGACY_ESTIMATOR)
+
 
 def _rate(k, n):
     return k / n if n else None
@@ -302,9 +312,9 @@ def render_table(results):
     """Markdown table of the measured results (README section)."""
     s = summarize(results)
     lines = [
-        "| fault | metric | samples/run | nominal | measured change | fault setting | trials | "
-        "detected | false alarms (clean) | MDC | target |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| fault | metric | samples/run | run figure | nominal | measured change | fault setting | "
+        "trials | detected | false alarms (clean) | MDC | target |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     default_k = (results.get("meta", {}).get("options") or {}).get("samples")
     fa_by_fault = {}
@@ -317,7 +327,7 @@ def render_table(results):
         lines.append(
             f"| {r['fault']} | {metric} | "
             f"{results['faults'][r['fault']].get('samples', default_k)} | "
-            f"{r['size']} | {_pct(r['induced'])} | "
+            f"{estimator_of(results['faults'][r['fault']])} | {r['size']} | {_pct(r['induced'])} | "
             f"{_knob_text(r['knob'])} | {r['trials']} | "
             f"{r['detected']}/{r['trials']} = {_pct(r['detection_rate'], 0)} | "
             f"{fa['degraded']}/{fa['verdicts']} = {_pct(fa['rate'])} | "

@@ -161,6 +161,8 @@ def run_fault(sc, opts, rec):
     fr = rec.fault(sc.name)
     fr["what"] = sc.what
     fr["samples"], fr["baseline_runs"] = opts.samples, opts.baseline_runs
+    # Results files outlive changes to the statistics: say which one judged.
+    fr["estimator"] = stats.ESTIMATOR
     try:
         wl = sc.workload()
     except FaultError as exc:
