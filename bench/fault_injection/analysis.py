@@ -274,11 +274,13 @@ def target_status(row):
 def summarize(results):
     rows, total_v, total_d, total_n, skipped = [], 0, 0, 0, []
     reruns = loaded = 0
+    by_fault = {}
     for name, fault in results.get("faults", {}).items():
         if fault.get("status") != "ok":
             skipped.append((name, fault.get("reason", fault.get("status"))))
             continue
         r, fa = summarize_fault(fault)
+        by_fault[name] = fa
         rows += r
         total_v += fa["verdicts"]
         total_d += fa["degraded"]
@@ -286,6 +288,7 @@ def summarize(results):
         reruns += fa["reruns"]
         loaded += fa["loaded"]
     return {"rows": rows, "skipped": skipped, "reruns": reruns, "loaded": loaded,
+            "false_alarms_by_fault": by_fault,
             "false_alarms": {"clean_nights": total_n, "verdicts": total_v,
                              "degraded": total_d, "rate": _rate(total_d, total_v),
                              "target": ("met" if total_n >= 30 and total_v
@@ -317,17 +320,12 @@ def render_table(results):
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     default_k = (results.get("meta", {}).get("options") or {}).get("samples")
-    fa_by_fault = {}
-    for name, fault in results.get("faults", {}).items():
-        if fault.get("status") == "ok":
-            fa_by_fault[name] = summarize_fault(fault)[1]
     for r in s["rows"]:
-        fa = fa_by_fault[r["fault"]]
+        fault, fa = results["faults"][r["fault"]], s["false_alarms_by_fault"][r["fault"]]
         metric = r["metric"] + ("" if r["primary"] else " (secondary)")
         lines.append(
-            f"| {r['fault']} | {metric} | "
-            f"{results['faults'][r['fault']].get('samples', default_k)} | "
-            f"{estimator_of(results['faults'][r['fault']])} | {r['size']} | {_pct(r['induced'])} | "
+            f"| {r['fault']} | {metric} | {fault.get('samples', default_k)} | "
+            f"{estimator_of(fault)} | {r['size']} | {_pct(r['induced'])} | "
             f"{_knob_text(r['knob'])} | {r['trials']} | "
             f"{r['detected']}/{r['trials']} = {_pct(r['detection_rate'], 0)} | "
             f"{fa['degraded']}/{fa['verdicts']} = {_pct(fa['rate'])} | "
