@@ -147,13 +147,32 @@ def test_halo_corruption_is_caught(bindir, nranks, dims, arg, rank):
 @pytest.mark.parametrize("args", [
     ["--bogus"], ["--dims", "0"], ["--dims", "4"], ["--dims"], ["--strategy", "FOO"],
     ["--sizes", "0"], ["--sizes", "-8"], ["--sizes", "abc"], ["--sizes", "8,,16"],
-    ["--iters", "x"], ["--warmup", "-1"], ["stray"],
+    ["--iters", "x"], ["--warmup", "-1"], ["stray"], ["--json=1"], ["-x"],
+    ["--corrupt-one-byte", "1"], ["--corrupt-one-byte=9"],
 ])
 def test_halo_bad_options(bindir, args):
     proc = singleton(bindir, "halo", *args)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("halo: ") and "usage: halo" in proc.stderr
     assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--dim"], "halo: --dims needs a value"),
+    (["--json=1"], "halo: --json takes no value, got '--json=1'"),
+    (["--s", "8"], "halo: unknown or ambiguous option '--s'"),   # --sizes, --samples, --strategy
+    (["--iters", "2", "stray"], "halo: unexpected argument 'stray'"),
+])
+def test_halo_option_messages(bindir, args, message):
+    proc = singleton(bindir, "halo", *args)
+    assert proc.returncode == 2 and proc.stderr.splitlines()[0] == message, proc.stderr
+
+
+def test_halo_abbreviated_options(bindir):
+    doc = json.loads(ok(singleton(bindir, "halo", "--siz", "8", "--strat=SERE", "--it", "2",
+                                  "--warm", "0", "--js")).stdout)
+    assert doc["iters"] == 2 and doc["warmup"] == 0
+    assert [(r["strategy"], r["size_bytes"]) for r in doc["results"]] == [("SERE", 8)]
 
 
 @pytest.mark.parametrize("program,args", [("halo", ["--dims", "4"]), ("barrier", ["--iters", "0"])])

@@ -23,8 +23,6 @@ struct options {
     int json;
 };
 
-enum { PARSE_OK, PARSE_HELP, PARSE_ERROR };
-
 static void usage(FILE *f)
 {
     fputs("usage: barrier [--warmup N] [--iters N] [--json] [--help]\n"
@@ -43,36 +41,39 @@ static void usage(FILE *f)
 
 static int parse_options(int argc, char **argv, struct options *o, char *err, size_t errlen)
 {
+    static const struct option longopts[] = {
+        {"warmup", required_argument, NULL, 'w'},
+        {"iters", required_argument, NULL, 'i'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+
     o->warmup = 100;
     o->iters = 1000;
     o->json = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int r;
-
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
-            return PARSE_HELP;
-        if (strcmp(a, "--json") == 0) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, HH_OPTSTRING, longopts, NULL)) != -1) {
+        switch (c) {
+        case 'h':
+            return HH_PARSE_HELP;
+        case 'j':
             o->json = 1;
-            continue;
+            break;
+        case 'w':
+            if (hh_long_arg("--warmup", optarg, 0, MAX_ITERS, &o->warmup, err, errlen) != 0)
+                return HH_PARSE_ERROR;
+            break;
+        case 'i':
+            if (hh_long_arg("--iters", optarg, 1, MAX_ITERS, &o->iters, err, errlen) != 0)
+                return HH_PARSE_ERROR;
+            break;
+        default:
+            return hh_getopt_error(c, argv, longopts, err, errlen);
         }
-        if ((r = hh_long_option(argc, argv, &i, "--warmup", 0, MAX_ITERS, &o->warmup, err, errlen)) != 0) {
-            if (r < 0)
-                return PARSE_ERROR;
-            continue;
-        }
-        if ((r = hh_long_option(argc, argv, &i, "--iters", 1, MAX_ITERS, &o->iters, err, errlen)) != 0) {
-            if (r < 0)
-                return PARSE_ERROR;
-            continue;
-        }
-        if (a[0] == '-')
-            snprintf(err, errlen, "unknown option '%s'", a);
-        else
-            snprintf(err, errlen, "unexpected argument '%s'", a);
-        return PARSE_ERROR;
     }
-    return PARSE_OK;
+    return hh_no_operands(argc, argv, err, errlen);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -137,18 +138,10 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
-    pr = parse_options(argc, argv, &o, err, sizeof err);
-    if (pr != PARSE_OK) {
-        if (rank == 0) {
-            if (pr == PARSE_HELP) {
-                usage(stdout);
-            } else {
-                fprintf(stderr, "barrier: %s\n", err);
-                usage(stderr);
-            }
-        }
+    pr = hh_options_exit(parse_options(argc, argv, &o, err, sizeof err), rank, "barrier", err, usage);
+    if (pr >= 0) {
         MPI_Finalize();
-        return pr == PARSE_HELP ? 0 : 2;
+        return pr;
     }
 
     MPI_Reduce(&init_s, &init_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);

@@ -22,41 +22,66 @@ int hh_parse_long(const char *s, long min, long max, long *out)
     return 0;
 }
 
-int hh_opt_value(int argc, char **argv, int *i, const char *name, const char **value)
+int hh_long_arg(const char *name, const char *value, long min, long max, long *out,
+                char *err, size_t errlen)
 {
-    const char *arg = argv[*i];
-    size_t n = strlen(name);
-
-    if (strncmp(arg, name, n) != 0)
+    if (hh_parse_long(value, min, max, out) == 0)
         return 0;
-    if (arg[n] == '=') {
-        *value = arg + n + 1;
-        return 1;
-    }
-    if (arg[n] != '\0')
-        return 0;
-    if (*i + 1 >= argc)
-        return -1;
-    *i += 1;
-    *value = argv[*i];
-    return 1;
+    snprintf(err, errlen, "%s: expected an integer in %ld..%ld, got '%s'", name, min, max, value);
+    return -1;
 }
 
-int hh_long_option(int argc, char **argv, int *i, const char *name, long min, long max,
-                   long *out, char *err, size_t errlen)
+static const char *long_name(const struct option *longopts, int val)
 {
-    const char *v;
-    int r = hh_opt_value(argc, argv, i, name, &v);
+    for (const struct option *o = longopts; o->name; o++)
+        if (o->val == val)
+            return o->name;
+    return NULL;
+}
 
-    if (r == 0)
-        return 0;
-    if (r < 0) {
-        snprintf(err, errlen, "%s needs a value", name);
+int hh_getopt_error(int c, char **argv, const struct option *longopts, char *err,
+                    size_t errlen)
+{
+    /* getopt_long has moved optind past the offending word; optopt is the
+     * option's val when it knew the option (0 for an unknown or ambiguous
+     * long one).  Options are named in full even when given abbreviated. */
+    const char *word = argv[optind - 1];
+    const char *name = optopt ? long_name(longopts, optopt) : NULL;
+    int is_long = strncmp(word, "--", 2) == 0;
+
+    if (c == ':' && name)
+        snprintf(err, errlen, "--%s needs a value", name);
+    else if (c == ':')
+        snprintf(err, errlen, "%s needs a value", word);
+    else if (is_long && name)
+        snprintf(err, errlen, "--%s takes no value, got '%s'", name, word);
+    else if (is_long)
+        snprintf(err, errlen, "unknown or ambiguous option '%s'", word);
+    else
+        snprintf(err, errlen, "unknown option '-%c'", optopt);
+    return HH_PARSE_ERROR;
+}
+
+int hh_no_operands(int argc, char **argv, char *err, size_t errlen)
+{
+    if (optind >= argc)
+        return HH_PARSE_OK;
+    snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
+    return HH_PARSE_ERROR;
+}
+
+int hh_options_exit(int parse_result, int rank, const char *prog, const char *err,
+                    void (*usage)(FILE *))
+{
+    if (parse_result == HH_PARSE_OK)
         return -1;
+    if (rank == 0) {
+        if (parse_result == HH_PARSE_HELP) {
+            usage(stdout);
+        } else {
+            fprintf(stderr, "%s: %s\n", prog, err);
+            usage(stderr);
+        }
     }
-    if (hh_parse_long(v, min, max, out) != 0) {
-        snprintf(err, errlen, "%s: expected an integer in %ld..%ld, got '%s'", name, min, max, v);
-        return -1;
-    }
-    return 1;
+    return parse_result == HH_PARSE_HELP ? 0 : 2;
 }

@@ -50,8 +50,6 @@ struct options {
     int corrupt_rank; /* -1: no corruption */
 };
 
-enum { PARSE_OK, PARSE_HELP, PARSE_ERROR };
-
 static void usage(FILE *f)
 {
     fputs("usage: halo [--dims N] [--strategy LIST|all] [--sizes LIST] [--warmup N]\n"
@@ -146,11 +144,24 @@ static int parse_sizes(const char *s, struct options *o, char *err, size_t errle
     }
 }
 
-/* Every rank parses the same argv, so all of them reach the same verdict and
- * can leave together without any communication. */
 static int parse_options(int argc, char **argv, int nranks, struct options *o, char *err, size_t errlen)
 {
+    static const struct option longopts[] = {
+        {"dims", required_argument, NULL, 'd'},
+        {"strategy", required_argument, NULL, 's'},
+        {"sizes", required_argument, NULL, 'z'},
+        {"warmup", required_argument, NULL, 'w'},
+        {"iters", required_argument, NULL, 'i'},
+        {"samples", required_argument, NULL, 'k'},
+        {"json", no_argument, NULL, 'j'},
+        /* the value only as --corrupt-one-byte=RANK: a bare number after
+         * the flag would otherwise be ambiguous */
+        {"corrupt-one-byte", optional_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
     long n;
+    int c;
 
     memset(o, 0, sizeof *o);
     o->dims = 1;
@@ -163,74 +174,53 @@ static int parse_options(int argc, char **argv, int nranks, struct options *o, c
     o->samples = 1;
     o->corrupt_rank = -1;
 
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int r;
-
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
-            return PARSE_HELP;
-        if (strcmp(a, "--json") == 0) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, HH_OPTSTRING, longopts, NULL)) != -1) {
+        switch (c) {
+        case 'h':
+            return HH_PARSE_HELP;
+        case 'j':
             o->json = 1;
-            continue;
-        }
-        if (strcmp(a, "--corrupt-one-byte") == 0) {
-            o->corrupt_rank = 0;
-            continue;
-        }
-        if (strncmp(a, "--corrupt-one-byte=", 19) == 0) {
-            if (hh_parse_long(a + 19, 0, nranks - 1, &n) != 0) {
-                snprintf(err, errlen, "--corrupt-one-byte: expected a rank in 0..%d, got '%s'", nranks - 1, a + 19);
-                return PARSE_ERROR;
+            break;
+        case 'c':
+            n = 0;
+            if (optarg && hh_parse_long(optarg, 0, nranks - 1, &n) != 0) {
+                snprintf(err, errlen, "--corrupt-one-byte: expected a rank in 0..%d, got '%s'",
+                         nranks - 1, optarg);
+                return HH_PARSE_ERROR;
             }
             o->corrupt_rank = (int)n;
-            continue;
-        }
-        if ((r = hh_long_option(argc, argv, &i, "--dims", 1, MAX_DIMS, &n, err, errlen)) != 0) {
-            if (r < 0)
-                return PARSE_ERROR;
+            break;
+        case 'd':
+            if (hh_long_arg("--dims", optarg, 1, MAX_DIMS, &n, err, errlen) != 0)
+                return HH_PARSE_ERROR;
             o->dims = (int)n;
-            continue;
+            break;
+        case 'w':
+            if (hh_long_arg("--warmup", optarg, 0, MAX_ITERS, &o->warmup, err, errlen) != 0)
+                return HH_PARSE_ERROR;
+            break;
+        case 'i':
+            if (hh_long_arg("--iters", optarg, 1, MAX_ITERS, &o->iters, err, errlen) != 0)
+                return HH_PARSE_ERROR;
+            break;
+        case 'k':
+            if (hh_long_arg("--samples", optarg, 1, MAX_SAMPLES, &o->samples, err, errlen) != 0)
+                return HH_PARSE_ERROR;
+            break;
+        case 's':
+            if (parse_strategies(optarg, o, err, errlen) != 0)
+                return HH_PARSE_ERROR;
+            break;
+        case 'z':
+            if (parse_sizes(optarg, o, err, errlen) != 0)
+                return HH_PARSE_ERROR;
+            break;
+        default:
+            return hh_getopt_error(c, argv, longopts, err, errlen);
         }
-        if ((r = hh_long_option(argc, argv, &i, "--warmup", 0, MAX_ITERS, &o->warmup, err, errlen)) != 0) {
-            if (r < 0)
-                return PARSE_ERROR;
-            continue;
-        }
-        if ((r = hh_long_option(argc, argv, &i, "--iters", 1, MAX_ITERS, &o->iters, err, errlen)) != 0) {
-            if (r < 0)
-                return PARSE_ERROR;
-            continue;
-        }
-        if ((r = hh_long_option(argc, argv, &i, "--samples", 1, MAX_SAMPLES, &o->samples, err, errlen)) != 0) {
-            if (r < 0)
-                return PARSE_ERROR;
-            continue;
-        }
-        if ((r = hh_opt_value(argc, argv, &i, "--strategy", &v)) != 0) {
-            if (r < 0) {
-                snprintf(err, errlen, "--strategy needs a value");
-                return PARSE_ERROR;
-            }
-            if (parse_strategies(v, o, err, errlen) != 0)
-                return PARSE_ERROR;
-            continue;
-        }
-        if ((r = hh_opt_value(argc, argv, &i, "--sizes", &v)) != 0) {
-            if (r < 0) {
-                snprintf(err, errlen, "--sizes needs a value");
-                return PARSE_ERROR;
-            }
-            if (parse_sizes(v, o, err, errlen) != 0)
-                return PARSE_ERROR;
-            continue;
-        }
-        if (a[0] == '-')
-            snprintf(err, errlen, "unknown option '%s'", a);
-        else
-            snprintf(err, errlen, "unexpected argument '%s'", a);
-        return PARSE_ERROR;
     }
-    return PARSE_OK;
+    return hh_no_operands(argc, argv, err, errlen);
 }
 
 /* ---- payload pattern ---------------------------------------------------- */
@@ -546,18 +536,11 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
-    pr = parse_options(argc, argv, nranks, &o, err, sizeof err);
-    if (pr != PARSE_OK) {
-        if (wrank == 0) {
-            if (pr == PARSE_HELP) {
-                usage(stdout);
-            } else {
-                fprintf(stderr, "halo: %s\n", err);
-                usage(stderr);
-            }
-        }
+    pr = hh_options_exit(parse_options(argc, argv, nranks, &o, err, sizeof err), wrank, "halo",
+                         err, usage);
+    if (pr >= 0) {
         MPI_Finalize();
-        return pr == PARSE_HELP ? 0 : 2;
+        return pr;
     }
 
     memset(&g, 0, sizeof g);
