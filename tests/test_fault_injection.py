@@ -99,6 +99,24 @@ def test_judge_and_summary_on_synthetic_nights():
     assert re.search(r"\| demo \| bw \| 3 \| median \| 25% \| 2[45]\.\d % \| x=1\.5 \| 5 \| 5/5", table)
     assert "Not measured: `gone`: no workload." in table
     assert "10 clean nights" in table and "NOT met" in table   # < 30 clean nights
+    summary = analysis.render_summary({"faults": {"demo": fault}}, {"demo": "a demo fault"})
+    rows = [line for line in summary.splitlines() if line.startswith("| a demo")]
+    # the 25 % size of the primary metric only
+    assert len(rows) == 1 and re.match(r"\| a demo fault: `bw` \| 3 \| median \| 2[45] % \| 5/5 \|",
+                                       rows[0])
+    assert "0 `DEGRADED` in 20 verdicts over 10 clean runs" in summary
+
+
+def test_readme_markers(tmp_path):
+    import run
+    doc = tmp_path / "README.md"
+    doc.write_text("head\n<!-- a -->\nold\n<!-- b -->\ntail\n")
+    run.write_between(doc, "<!-- a -->", "<!-- b -->", "new")
+    assert doc.read_text() == "head\n<!-- a -->\nnew\n<!-- b -->\ntail\n"
+    with pytest.raises(SystemExit, match="no <!-- x -->"):
+        run.write_between(doc, "<!-- x -->", "<!-- b -->", "new")
+    text = run.PROJECT_README.read_text()
+    assert run.SUMMARY_BEGIN in text and run.SUMMARY_END in text
 
 
 def test_dd_rate_and_size_names():

@@ -342,6 +342,33 @@ def render_table(results):
     return "\n".join(lines)
 
 
+def render_summary(results, labels=None):
+    """The short table for the project README: the ~25 % size of every fault,
+    its primary metric only, with the false-alarm line.  ``labels``: fault
+    name -> what the row says instead of the name."""
+    s = summarize(results)
+    labels = labels or {}
+    lines = ["| fault (25 % nominal) | samples/run | run figure | measured change | detected | "
+             "MDC | target |",
+             "|---|---|---|---|---|---|---|"]
+    default_k = (results.get("meta", {}).get("options") or {}).get("samples")
+    for r in s["rows"]:
+        if r["size"] != "25%" or not r["primary"]:
+            continue
+        fault = results["faults"][r["fault"]]
+        lines.append(
+            f"| {labels.get(r['fault']) or r['fault']}: `{r['metric']}` | "
+            f"{fault.get('samples', default_k)} | "
+            f"{estimator_of(fault)} | {_pct(r['induced'], 0)} | {r['detected']}/{r['trials']} | "
+            f"{_pct(r['mdc'], 0)} | {r['target']} |")
+    fa = s["false_alarms"]
+    lines.append("")
+    lines.append(f"False alarms: {fa['degraded']} `DEGRADED` in {fa['verdicts']} verdicts over "
+                 f"{fa['clean_nights']} clean runs ({_pct(fa['rate'], 2)}; target ≤ 1 %: "
+                 f"{fa['target']}).")
+    return "\n".join(lines)
+
+
 def render_text(results):
     """Plain per fault and size listing for the terminal."""
     s = summarize(results)

@@ -25,6 +25,8 @@ TCP_ON_LO = ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo",
 
 class Scenario:
     name = "?"
+    #: the fault in a few words, for the project README's summary
+    label = ""
     what = ""
     #: what the session set up, for the results file
     session_info = {}
@@ -90,6 +92,7 @@ def _removed_fraction(target, direction):
 
 class Memory(Scenario):
     name = "memory"
+    label = "memory-bandwidth hog"
     what = ("paced memory-copy hog (memhog.c) pinned to the other core; the hog's "
             "copy rate sets the slowdown")
     s_min, s_max = 200.0, 100000.0
@@ -125,6 +128,7 @@ class Memory(Scenario):
 
 class Network(Scenario):
     name = "network"
+    label = "network rate, CPU-bound loopback (unshaped `lo`, then `tc tbf`)"
     what = ("mpirun inside a private network namespace, Open MPI on TCP over its lo, "
             "lo shaped by tc tbf (rate only)")
     s_min, s_max = 0.01, 0.95
@@ -169,6 +173,7 @@ class NetworkLink(Network):
     the fault takes its share off that link rate.
     """
     name = "network-link"
+    label = "network rate, link-limited (`lo` held at a link rate by `tc tbf`)"
     what = ("as network, with lo held by tbf at a link rate (a fraction of its "
             "unshaped rate) on clean nights too; the fault lowers that rate")
 
@@ -193,6 +198,7 @@ class NetworkLink(Network):
 
 class Latency(Scenario):
     name = "latency"
+    label = "message latency (PMPI delay, all ranks)"
     what = ("LD_PRELOAD PMPI interposer (pmpi_delay.c) busy-waiting before every "
             "send and collective, all ranks")
     s_min, s_max = 5.0, 1e6
@@ -239,6 +245,7 @@ class Latency(Scenario):
 
 class Io(Scenario):
     name = "io"
+    label = "I/O throttle (blkio on a loop device)"
     what = ("cgroup-v1 blkio.throttle read/write bps on a loop device (ext4), IOR with "
             "O_DIRECT inside the cgroup")
     s_min, s_max = 0.01, 0.95
@@ -286,6 +293,7 @@ class Io(Scenario):
 
 class SlowRank(Latency):
     name = "slow-rank"
+    label = "one slow rank (PMPI delay on rank 1)"
     what = "PMPI delay (pmpi_delay.c) on rank 1 only, halo kernel"
     delay_rank = 1
 
@@ -296,6 +304,7 @@ class SlowRank(Latency):
 
 class SlowRankQuota(Scenario):
     name = "slow-rank-quota"
+    label = "one slow rank (CPU quota on rank 1)"
     what = "cgroup-v1 CPU quota (cfs_quota_us) on rank 1 only, halo kernel"
     # quota q = 1/(1+s): s = 1 is the 50 % below which quotas act erratically here
     s_min, s_max = 0.01, 1.0
@@ -328,6 +337,7 @@ class SlowRankQuota(Scenario):
 class BarrierLatency(Latency):
     """The barrier kernel under the all-rank delay: a second latency workload."""
     name = "latency-barrier"
+    label = "barrier latency (PMPI delay, all ranks)"
     what = "PMPI delay before MPI_Barrier, all ranks, barrier kernel"
 
     def candidates(self):
