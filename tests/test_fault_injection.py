@@ -277,3 +277,66 @@ def test_rejudge_recomputes_verdicts_from_the_recorded_nights_only():
     assert again["meta"]["rejudged"]["estimator"] == stats.ESTIMATOR
     assert f["estimator"] == stats.ESTIMATOR and "estimator" not in fault
     assert fault["nights"][20]["verdicts"]["bw"]["verdict"] == "PASS"   # input untouched
+
+
+def test_split_samples():
+    import run
+    assert run.split_samples(40, 1) == [40]
+    assert run.split_samples(40, 8) == [5] * 8
+    assert run.split_samples(10, 4) == [3, 3, 2, 2]
+    with pytest.raises(ValueError):
+        run.split_samples(3, 4)
+
+
+def test_rounds_spread_every_night_over_the_block(tmp_path):
+    """With --rounds R each round visits every night in turn: a night's
+    samples come from R moments spread over the whole block, and every
+    night is judged once its last round is in."""
+    import contextlib
+    import run
+    from scenarios import Scenario
+    from workloads import Metric, RunEnv, Workload
+
+    clock = iter(range(1, 10 ** 6))
+
+    class Ticks(Workload):
+        # Every sample is the next tick: a night's samples show when they were taken.
+        name, primary = "ticks", "t"
+        metrics = [Metric("t", "s", stats.LOWER)]
+
+        def night(self, k, renv, extra_env=None):
+            return {"t": [float(next(clock)) for _ in range(k)]}
+
+    class Demo(Scenario):
+        name, label = "demo", "demo"
+        s_min, s_max = 0.0, 1.0
+
+        def candidates(self):
+            yield Ticks()
+
+        def initial_strength(self, target):
+            return target
+
+        def knob(self, strength):
+            return {"s": strength}
+
+        @contextlib.contextmanager
+        def inject(self, strength):
+            yield {}, {}
+
+    opts = run.parse_args(["--samples", "4", "--rounds", "2", "--baseline-runs", "3",
+                           "--trials", "2", "--clean-runs", "2", "--calibration-steps", "1",
+                           "--calibration-pairs", "1", "--max-wait", "0", "--reruns", "0"])
+    rec = run.Recorder(tmp_path / "r.json", {"options": {}})
+    run.run_fault(Demo({}, opts), opts, rec)
+    fault = rec.doc["faults"]["demo"]
+    assert fault["status"] == "ok" and fault["rounds"] == 2 and "in_progress" not in fault
+    base = [n["values"]["t"] for n in fault["nights"] if n["phase"] == "baseline"]
+    # ticks 1-4 are the warm-up; round 1 takes 5-10 (2 per night), round 2 11-16
+    assert base == [[5, 6, 11, 12], [7, 8, 13, 14], [9, 10, 15, 16]]
+    trials = [n for n in fault["nights"] if n["phase"] == "trial"]
+    assert len(trials) == 4 and all("verdicts" in n and n["span_s"] >= 0 for n in trials)
+    first = trials[0]["values"]["t"]
+    assert first[2] - first[1] == 2 * 4 - 1      # the other 3 nights' round-1 samples between
+    calib = [n["values"]["t"] for n in fault["nights"] if n["phase"] == "calibration"]
+    assert all(v == list(range(int(v[0]), int(v[0]) + 4)) for v in calib)   # in one go

@@ -304,6 +304,12 @@ def _pct(x, digits=1):
     return f"{100 * x:.{digits}f} %"
 
 
+def _samples_text(fault, default_k):
+    k = fault.get("samples", default_k)
+    rounds = fault.get("rounds") or 1
+    return f"{k}" if rounds == 1 else f"{k} in {rounds} rounds"
+
+
 def _knob_text(knob):
     if not knob:
         return "–"
@@ -324,7 +330,7 @@ def render_table(results):
         fault, fa = results["faults"][r["fault"]], s["false_alarms_by_fault"][r["fault"]]
         metric = r["metric"] + ("" if r["primary"] else " (secondary)")
         lines.append(
-            f"| {r['fault']} | {metric} | {fault.get('samples', default_k)} | "
+            f"| {r['fault']} | {metric} | {_samples_text(fault, default_k)} | "
             f"{estimator_of(fault)} | {r['size']} | {_pct(r['induced'])} | "
             f"{_knob_text(r['knob'])} | {r['trials']} | "
             f"{r['detected']}/{r['trials']} = {_pct(r['detection_rate'], 0)} | "
@@ -358,7 +364,7 @@ def render_summary(results, labels=None):
         fault = results["faults"][r["fault"]]
         lines.append(
             f"| {labels.get(r['fault']) or r['fault']}: `{r['metric']}` | "
-            f"{fault.get('samples', default_k)} | "
+            f"{_samples_text(fault, default_k)} | "
             f"{estimator_of(fault)} | {_pct(r['induced'], 0)} | {r['detected']}/{r['trials']} | "
             f"{_pct(r['mdc'], 0)} | {r['target']} |")
     fa = s["false_alarms"]

@@ -160,10 +160,18 @@ def wait_for_quiet(opts):
     return ok
 
 
+def split_samples(k, rounds):
+    """How many of a night's k samples each round takes (as even as can be)."""
+    if not 1 <= rounds <= k:
+        raise ValueError(f"--rounds must be between 1 and --samples ({k}), got {rounds}")
+    return [k // rounds + (1 if r < k % rounds else 0) for r in range(rounds)]
+
+
 def run_fault(sc, opts, rec):
     fr = rec.fault(sc.name)
     fr["what"] = sc.what
     fr["samples"], fr["baseline_runs"] = opts.samples, opts.baseline_runs
+    fr["rounds"] = opts.rounds
     # Results files outlive changes to the statistics: say which one judged.
     fr["estimator"] = stats.ESTIMATOR
     try:
@@ -181,16 +189,18 @@ def run_fault(sc, opts, rec):
             fr["session"] = sc.session_info
             clean_env = sc.clean_env()
 
-            def night(kind, phase, strength=None):
+            def chunk(kind, n_samples, strength=None):
+                """n_samples of the workload in one go, the fault on or off;
+                re-run while other processes used the CPUs (--reruns)."""
                 for attempt in range(opts.reruns + 1):
                     t = time.time()
                     meter = quiet.CpuMeter()
                     info = {}
                     if strength is None:
-                        values = wl.night(k, renv, clean_env)
+                        values = wl.night(n_samples, renv, clean_env)
                     else:
                         with sc.inject(strength) as (env, info):
-                            values = wl.night(k, renv, env)
+                            values = wl.night(n_samples, renv, env)
                     foreign, steal = meter.foreign()
                     if foreign <= opts.foreign_cpu or attempt == opts.reruns:
                         break
@@ -198,24 +208,68 @@ def run_fault(sc, opts, rec):
                     log(f"{sc.name}: other processes used {foreign:.2f} cores during this "
                         f"{kind} run: discarded, re-run when quiet")
                     wait_for_quiet(opts)
-                rec_n = {"phase": phase, "kind": kind, "t": round(t, 1),
-                         "seconds": round(time.time() - t, 2), "values": values,
-                         "foreign_cores": round(foreign, 3), "steal_cores": round(steal, 3)}
+                return {"t": t, "end": time.time(), "values": values, "info": info,
+                        "foreign": foreign, "steal": steal}
+
+            def finish(kind, phase, strength, parts):
+                """The night record from its chunks (one, or one per round)."""
+                values = {}
+                for part in parts:
+                    for name, vals in part["values"].items():
+                        values.setdefault(name, []).extend(vals)
+                foreign = max(part["foreign"] for part in parts)
+                rec_n = {"phase": phase, "kind": kind, "t": round(parts[0]["t"], 1),
+                         "seconds": round(sum(p["end"] - p["t"] for p in parts), 2),
+                         "values": values, "foreign_cores": round(foreign, 3),
+                         "steal_cores": round(max(part["steal"] for part in parts), 3)}
+                if len(parts) > 1:
+                    # how long the night's samples were spread over
+                    rec_n["span_s"] = round(parts[-1]["end"] - parts[0]["t"], 1)
                 if foreign > opts.foreign_cpu:
                     rec_n["loaded"] = True   # kept only because the re-runs ran out
                 if strength is not None:
                     rec_n["strength"] = strength
                     rec_n["knob"] = sc.knob(strength)
-                    rec_n["injected"] = info
+                    rec_n["injected"] = parts[-1]["info"]
+                return rec_n
+
+            def night(kind, phase, strength=None):
+                """One night of k samples taken in one go (calibration)."""
+                rec_n = finish(kind, phase, strength, [chunk(kind, k, strength)])
                 fr["nights"].append(rec_n)
                 return rec_n
+
+            def nights(specs, phase, done=None):
+                """The nights ``specs`` ((kind, strength) each), their k
+                samples taken in --rounds rounds: every round visits every
+                night in turn, so each night's samples are spread over the
+                whole block as a session's are over its --rounds.  A night
+                is recorded when its last round is in; ``done(record)``
+                then."""
+                counts = split_samples(k, opts.rounds)
+                parts = [[] for _ in specs]
+                fr["in_progress"] = {"phase": phase, "nights": len(specs),
+                                     "rounds": opts.rounds, "round": 0}
+                for r, n_r in enumerate(counts):
+                    fr["in_progress"]["round"] = r + 1
+                    for i, (kind, strength) in enumerate(specs):
+                        parts[i].append(chunk(kind, n_r, strength))
+                        if r == len(counts) - 1:
+                            rec_n = finish(kind, phase, strength, parts[i])
+                            fr["nights"].append(rec_n)
+                            if done:
+                                done(rec_n)
+                            rec.save()
+                    if opts.rounds > 1:
+                        log(f"{sc.name}: {phase}: round {r + 1}/{opts.rounds} of "
+                            f"{len(specs)} nights done")
+                        rec.save()
+                del fr["in_progress"]
 
             wait_for_quiet(opts)
             log(f"{sc.name}: workload {wl.name}; warm-up")
             wl.night(k, renv, clean_env)   # first-touch, caches, page-ins: not a night
-            for i in range(opts.baseline_runs):
-                night(analysis.CLEAN, "baseline")
-            rec.save()
+            nights([(analysis.CLEAN, None)] * opts.baseline_runs, "baseline")
             base = [n for n in fr["nights"] if n["phase"] == "baseline"]
             refs = {m.name: analysis.reference_for(base, m) for m in wl.metrics}
             fr["reference"] = {name: r.to_dict() for name, r in refs.items()}
@@ -272,14 +326,16 @@ def run_fault(sc, opts, rec):
                 log(f"{sc.name}: {size} -> {sc.knob(s)} ({how})")
                 rec.save()
 
-            for kind in analysis.schedule(opts.clean_runs, opts.trials, tuple(sizes)):
-                s = None if kind == analysis.CLEAN else fr["calibration"][kind]["strength"]
-                n = night(kind, "trial", s)
+            def judged(n):
                 n["verdicts"] = analysis.judge(refs, wl.metrics, n["values"])
                 v = n["verdicts"][wl.primary]
-                log(f"{sc.name}: {kind:>5}: {wl.primary} {v['value']:.4g} "
+                log(f"{sc.name}: {n['kind']:>5}: {wl.primary} {v['value']:.4g} "
                     f"({100 * v['worse_by']:+.1f} %) {v['verdict']}")
-                rec.save()
+
+            order = analysis.schedule(opts.clean_runs, opts.trials, tuple(sizes))
+            nights([(kind, None if kind == analysis.CLEAN
+                     else fr["calibration"][kind]["strength"]) for kind in order],
+                   "trial", judged)
         fr["status"] = "ok"
     except FaultError as exc:
         fr.update(status="skipped", reason=str(exc))
@@ -314,6 +370,11 @@ def parse_args(argv=None):
                    help="clean nights making the reference (default: the product's %(default)s)")
     p.add_argument("--samples", type=int, default=stats.RECOMMENDED_SAMPLES,
                    help="samples per night (default: the product's %(default)s)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="take each night's samples in this many rounds, every round "
+                        "visiting every night of the baseline (or of the trials) in turn, "
+                        "as `hpc-health run --rounds` spreads a check's samples over the "
+                        "session (default %(default)s: a night's samples in one go)")
     p.add_argument("--trial-unclaimed", action="store_true",
                    help="also run the ~10 %% trials where the baseline's MDC is above 10 %% "
                         "(their row says 'not claimed' either way)")
@@ -373,6 +434,8 @@ def parse_args(argv=None):
     opts = p.parse_args(argv)
     if opts.quick:
         apply_quick(opts)
+    if not 1 <= opts.rounds <= opts.samples:
+        p.error(f"--rounds must be between 1 and --samples ({opts.samples}), got {opts.rounds}")
     return opts
 
 
