@@ -49,7 +49,10 @@ def collect(run_dirs, partition=None):
     return found
 
 
-def propose(found, stack_hashes=()):
+def propose(found, stack_hashes=(), rounds=()):
+    """Proposals per key; ``rounds``: the rounds of each chosen run, recorded
+    because a run's spread depends on them (a reference captured with 4
+    rounds is too tight for a nightly run with 1)."""
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     proposals = OrderedDict()
     for key, entry in found.items():
@@ -70,6 +73,9 @@ def propose(found, stack_hashes=()):
         prov["estimator"] = ref.estimator
         if ref.too_noisy:
             prov["too_noisy"] = True
+        used = sorted(set(rounds))
+        if used and used != [1]:
+            prov["rounds"] = used[0] if len(used) == 1 else used
         stacks = sorted(set(h for h in stack_hashes if h))
         if stacks:
             prov["stack"] = ",".join(stacks)

@@ -41,7 +41,8 @@ def cli():
               help="Run single-node checks on every node of the partition and flag outlier nodes.")
 @click.option("--rounds", type=click.IntRange(1, 100),
               help="Run the whole session N times and judge the pooled samples "
-                   "(default: the site's per_node_rounds with --per-node, else 1).")
+                   "(default: the site's per_node_rounds with --per-node, else its "
+                   "rounds, else 1).")
 @click.argument("reframe_args", nargs=-1, type=click.UNPROCESSED)
 def run(site, partition, tags, list_only, per_node, rounds, reframe_args):
     """Run the health checks of a site and print the health table.
@@ -100,9 +101,12 @@ def reference():
 @click.option("--from", "from_runs", multiple=True, metavar="RUN",
               help="Reuse stored runs instead of measuring (repeatable, or comma-separated).")
 @click.option("--tag", "-t", "tags", multiple=True, help="Only checks with this tag (new runs).")
+@click.option("--rounds", type=click.IntRange(1, 100),
+              help="Rounds per new run, as `run --rounds` (default: the site's rounds, else 1); "
+                   "capture with the rounds the nightly runs use.")
 @click.option("--write", is_flag=True, help="Write the proposal into reference/<site>.yaml.")
 @click.argument("reframe_args", nargs=-1, type=click.UNPROCESSED)
-def reference_capture(site, partition, nruns, from_runs, tags, write, reframe_args):
+def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, reframe_args):
     """Propose references from N new runs or from stored runs.
 
     value = location (Huber M-estimate) of all samples; bounds from the
@@ -116,8 +120,9 @@ def reference_capture(site, partition, nruns, from_runs, tags, write, reframe_ar
     if bool(nruns) == bool(from_runs):
         raise click.UsageError("give either --runs N or --from RUN ...")
     if from_runs:
-        if reframe_args or tags:
-            raise click.UsageError(f"stored runs are not re-run: unexpected {' '.join(reframe_args or tags)!r} "
+        if reframe_args or tags or rounds:
+            raise click.UsageError("stored runs are not re-run: unexpected "
+                                   f"{' '.join(reframe_args or tags) or '--rounds'!r} "
                                    "(give several runs as --from A --from B or --from A,B)")
         ids = [r for item in from_runs for r in item.split(",") if r]
         chosen = capture.stored_runs(s.name, ids)
@@ -126,7 +131,7 @@ def reference_capture(site, partition, nruns, from_runs, tags, write, reframe_ar
         for i in range(nruns):
             click.echo(f"capture: run {i + 1}/{nruns} ...", err=True)
             log = io.StringIO()
-            code = runner.run(s.name, partition, tags, reframe_args, out=log)
+            code = runner.run(s.name, partition, tags, reframe_args, out=log, rounds=rounds)
             run_dir, meta = store.list_runs(s.name)[-1]
             click.echo(f"capture: run {i + 1}/{nruns}: {run_dir.name} exit {code} "
                        f"({meta.get('verdicts', '')})", err=True)
@@ -136,7 +141,8 @@ def reference_capture(site, partition, nruns, from_runs, tags, write, reframe_ar
     found = capture.collect([d for d, _ in chosen], partition)
     if not found:
         raise ConfigError(store.runs_dir(s.name), "the chosen runs hold no performance figures")
-    proposals = capture.propose(found, [m.get("stack_hash") for _, m in chosen])
+    proposals = capture.propose(found, [m.get("stack_hash") for _, m in chosen],
+                                [m.get("rounds") or 1 for _, m in chosen])
     for line in capture.diff_lines(old, proposals):
         click.echo(line)
     if write:

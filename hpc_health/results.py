@@ -36,6 +36,7 @@ class Measurement:
     nodes: list = field(default_factory=list)
     samples: list = field(default_factory=list)
     node: Optional[str] = None    # the node a --distribute copy was pinned to
+    rounds: int = 1               # rounds whose samples were pooled (--rounds)
 
     @property
     def partition_fullname(self):
@@ -209,7 +210,8 @@ def measurements(report):
                 variable=key.split(":")[-1],
                 value=_num(value), unit=unit or "",
                 ref=None if no_ref else ref, lower=lower, upper=upper,
-                samples=samples.get(key.split(":")[-1], []), **base))
+                samples=samples.get(key.split(":")[-1], []), rounds=len(rounds),
+                **base))
     return out
 
 

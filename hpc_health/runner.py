@@ -77,10 +77,11 @@ def reframe_environ():
 
 
 def rounds_for(site, per_node, rounds=None):
-    """Rounds asked for, else the site's per_node_rounds for --per-node runs."""
+    """Rounds asked for, else the site's setting: per_node_rounds for
+    --per-node runs, rounds for the others (reference captures included)."""
     if rounds is not None:
         return max(1, int(rounds))
-    return int(site.settings.get("per_node_rounds") or 1) if per_node else 1
+    return int(site.settings.get("per_node_rounds" if per_node else "rounds") or 1)
 
 
 def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=False,

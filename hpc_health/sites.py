@@ -113,8 +113,12 @@ SITE_SCHEMA = {
         # --per-node: smallest difference from the peers that names a node
         # (default hpc_health.pernode.MIN_CHANGE).
         "per_node_min_change": {"type": "number", "exclusiveMinimum": 0},
-        # --per-node: run the session this many times (ReFrame --reruns) and
-        # judge each node on the samples of all its rounds (default 1).
+        # Run the session this many times (ReFrame --reruns) and judge each
+        # figure on the samples of all its rounds (default 1): the samples
+        # of a check are then spread over the whole session, across noise
+        # episodes.  Reference captures run with the same rounds.
+        "rounds": {"type": "integer", "minimum": 1, "maximum": 100},
+        # --per-node: the same for per-node runs (default 1).
         "per_node_rounds": {"type": "integer", "minimum": 1, "maximum": 100},
         "spack": {
             "type": "object",

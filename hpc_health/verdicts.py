@@ -80,20 +80,32 @@ def judge_all(measurements, refs=None, alpha=stats.ALPHA):
     """
     out = [_early(m) for m in measurements]
     pending = [i for i, v in enumerate(out) if v is None]
-    items = []
+    items, provs = [], []
     for i in pending:
         m = measurements[i]
         prov = {}
         if refs is not None:
             r = refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable)
             prov = r.provenance if r is not None else {}
+        provs.append(prov)
         direction = stats.direction_of(m.variable, m.unit)
         items.append((stats_reference(m, prov), m.samples or [m.value], direction))
-    for i, res in zip(pending, stats.decide_many(items, alpha) if items else []):
+    for i, prov, res in zip(pending, provs, stats.decide_many(items, alpha) if items else []):
         m = measurements[i]
-        out[i] = Verdict(m, res.verdict, deviation=res.deviation, reason=res.reason,
+        out[i] = Verdict(m, res.verdict, deviation=res.deviation,
+                         reason=res.reason + _rounds_note(m, prov),
                          mdc=res.mdc, p_value=res.p_value, method=res.method)
     return out
+
+
+def _rounds_note(m, prov):
+    """A run with fewer rounds than its reference's runs had spreads more
+    than the reference expects: say so (false alarms become likelier)."""
+    want = prov.get("rounds")
+    if not isinstance(want, int) or m.rounds >= want:
+        return ""
+    return (f"; reference captured with {want} rounds, this run had {m.rounds}: "
+            f"run with --rounds {want} (or the site's rounds setting)")
 
 
 def node_outliers(verdicts, min_change=None):

@@ -3,7 +3,7 @@ a failure in any round is a failure; retries keep their own meaning."""
 
 import json
 
-from hpc_health import results, runner, sites, verdicts
+from hpc_health import capture, results, runner, sites, verdicts
 from store_fixtures import case
 
 ROUNDS_CMD = "reframe -C x --system s --distribute=all --reruns=2 -r"
@@ -38,6 +38,7 @@ def test_rounds_pool_samples_and_outvote_one_disturbed_round(tmp_path):
                        _copy("node02", [2000, 2050, 1980], tmp_path, r)])
     ms = results.measurements(_report(ROUNDS_CMD, rounds))
     by_node = {m.node: m for m in ms}
+    assert by_node["node01"].rounds == 3
     assert sorted(by_node["node01"].samples) == sorted([3000, 3100, 2900] + [1000, 1010, 990] * 2)
     assert by_node["node01"].value == 1000          # median of the rounds' figures
     vs = verdicts.node_outliers(verdicts.judge_all(ms, None), min_change=0.5)
@@ -102,3 +103,25 @@ def test_a_skipped_round_is_not_a_failed_one(tmp_path):
     rounds = [[skipped], [_copy("node01", [1000, 1010, 990], tmp_path, 1)]]
     (tc,) = results.testcases(_report(ROUNDS_CMD, rounds))
     assert tc["result"] == "pass"
+
+
+def test_other_runs_and_captures_take_the_sites_rounds():
+    site = sites.load("local")
+    assert runner.rounds_for(site, per_node=False) == 1
+    site.settings["rounds"] = 4
+    assert runner.rounds_for(site, per_node=False) == 4
+    assert runner.rounds_for(site, per_node=False, rounds=2) == 2
+    assert runner.rounds_for(site, per_node=True) == 1      # per_node_rounds unset
+
+
+def test_references_record_their_rounds_and_a_run_with_fewer_is_told(tmp_path):
+    key = ("HaloExchange", ("$partition", "$environ"), ("s:p", "e"), "time_1MiB")
+    found = {key: {"unit": "us", "runs": ["a", "b"], "samples_by_run": [[10, 11, 10.5], [10.2, 10.8]]}}
+    assert "rounds" not in capture.propose(found, rounds=[1, 1])[key]["provenance"]
+    prov = capture.propose(found, rounds=[4, 4])[key]["provenance"]
+    assert prov["rounds"] == 4
+    (m,) = results.measurements(_report("reframe -r", [[_copy("node01", [10.4, 10.6], tmp_path, 0)]]))
+    assert m.rounds == 1
+    assert "captured with 4 rounds, this run had 1" in verdicts._rounds_note(m, prov)
+    m.rounds = 4
+    assert verdicts._rounds_note(m, prov) == ""
