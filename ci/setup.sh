@@ -14,6 +14,13 @@ need=()
 command -v mpicc >/dev/null 2>&1 || need+=(openmpi-bin libopenmpi-dev)
 command -v cmake >/dev/null 2>&1 || need+=(cmake)
 command -v make >/dev/null 2>&1 || need+=(make)
+# Where Spack builds the benchmarks: the local site's spack.yaml declares
+# Debian's gcc with Fortran (STREAM's recipe builds stream_f.exe), and IOR's
+# and Darshan's builds run autoreconf (libtoolize).
+if command -v spack >/dev/null 2>&1 || [[ -n ${SPACK_ROOT:-} ]]; then
+    command -v gfortran >/dev/null 2>&1 || need+=(gfortran)
+    command -v libtoolize >/dev/null 2>&1 || need+=(libtool)
+fi
 if ((${#need[@]})); then
     if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
         echo "setup: installing ${need[*]}"

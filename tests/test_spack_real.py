@@ -12,6 +12,9 @@ the sandbox site's ``spack:`` settings, e.g.::
     install_tree: /opt/lab/opt          # reuse what is built (optional)
     develop: {stream: /opt/lab/src/stream@5.10}
 
+A mirror made by hand needs the layout ``spack mirror create`` writes:
+``<mirror>/_source-cache/archive/<sha256[:2]>/<sha256>.tar.gz``.
+
 The Spack environments live in the test's temporary folder, so the first
 run always concretizes; with a shared install tree it installs nothing new.
 """

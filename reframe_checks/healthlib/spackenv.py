@@ -261,7 +261,7 @@ def ensure(args):
           f'install {"ran" if report["installed"] else "skipped (already installed)"}, '
           f'{report["seconds"]} s')
     for name, h in report['hashes'].items():
-        print(f'hpc-health: {name} /{h[:7]} -> {prefixes.get(name.split("@")[0], "?")}')
+        print(f'hpc-health: {name} /{h[:7]} -> {prefixes.get(spec_name(name), "?")}')
 
 
 def _file_hash(path):
