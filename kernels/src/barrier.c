@@ -55,23 +55,12 @@ static int parse_options(int argc, char **argv, struct options *o, char *err, si
     o->json = 0;
     opterr = 0;
     while ((c = getopt_long(argc, argv, HH_OPTSTRING, longopts, NULL)) != -1) {
-        switch (c) {
-        case 'h':
-            return HH_PARSE_HELP;
-        case 'j':
-            o->json = 1;
-            break;
-        case 'w':
-            if (hh_long_arg("--warmup", optarg, 0, MAX_ITERS, &o->warmup, err, errlen) != 0)
-                return HH_PARSE_ERROR;
-            break;
-        case 'i':
-            if (hh_long_arg("--iters", optarg, 1, MAX_ITERS, &o->iters, err, errlen) != 0)
-                return HH_PARSE_ERROR;
-            break;
-        default:
+        int r = hh_run_option(c, MAX_ITERS, &o->warmup, &o->iters, &o->json, err, errlen);
+
+        if (r < 0)
             return hh_getopt_error(c, argv, longopts, err, errlen);
-        }
+        if (r != HH_PARSE_OK)
+            return r;
     }
     return hh_no_operands(argc, argv, err, errlen);
 }

@@ -31,6 +31,26 @@ int hh_long_arg(const char *name, const char *value, long min, long max, long *o
     return -1;
 }
 
+int hh_run_option(int c, long max_iters, long *warmup, long *iters, int *json, char *err,
+                  size_t errlen)
+{
+    switch (c) {
+    case 'h':
+        return HH_PARSE_HELP;
+    case 'j':
+        *json = 1;
+        return HH_PARSE_OK;
+    case 'w':
+        return hh_long_arg("--warmup", optarg, 0, max_iters, warmup, err, errlen) ? HH_PARSE_ERROR
+                                                                                 : HH_PARSE_OK;
+    case 'i':
+        return hh_long_arg("--iters", optarg, 1, max_iters, iters, err, errlen) ? HH_PARSE_ERROR
+                                                                               : HH_PARSE_OK;
+    default:
+        return -1;
+    }
+}
+
 static const char *long_name(const struct option *longopts, int val)
 {
     for (const struct option *o = longopts; o->name; o++)

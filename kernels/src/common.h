@@ -24,6 +24,13 @@ int hh_parse_long(const char *s, long min, long max, long *out);
 int hh_long_arg(const char *name, const char *value, long min, long max, long *out,
                 char *err, size_t errlen);
 
+/* The options every kernel takes, by their getopt_long val: 'h' --help,
+ * 'j' --json, 'w' --warmup N (0..max_iters), 'i' --iters N (1..max_iters).
+ * Returns HH_PARSE_OK after storing one, HH_PARSE_HELP, HH_PARSE_ERROR with a
+ * message in err, or -1 if c is none of them. */
+int hh_run_option(int c, long max_iters, long *warmup, long *iters, int *json, char *err,
+                  size_t errlen);
+
 /* The message for getopt_long's '?' (unknown or ambiguous option) or ':'
  * (missing value) result `c`, just returned for argv; HH_PARSE_ERROR. */
 int hh_getopt_error(int c, char **argv, const struct option *longopts, char *err,

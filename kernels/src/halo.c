@@ -161,7 +161,7 @@ static int parse_options(int argc, char **argv, int nranks, struct options *o, c
         {NULL, 0, NULL, 0},
     };
     long n;
-    int c;
+    int c, r;
 
     memset(o, 0, sizeof *o);
     o->dims = 1;
@@ -177,11 +177,6 @@ static int parse_options(int argc, char **argv, int nranks, struct options *o, c
     opterr = 0;
     while ((c = getopt_long(argc, argv, HH_OPTSTRING, longopts, NULL)) != -1) {
         switch (c) {
-        case 'h':
-            return HH_PARSE_HELP;
-        case 'j':
-            o->json = 1;
-            break;
         case 'c':
             n = 0;
             if (optarg && hh_parse_long(optarg, 0, nranks - 1, &n) != 0) {
@@ -196,14 +191,6 @@ static int parse_options(int argc, char **argv, int nranks, struct options *o, c
                 return HH_PARSE_ERROR;
             o->dims = (int)n;
             break;
-        case 'w':
-            if (hh_long_arg("--warmup", optarg, 0, MAX_ITERS, &o->warmup, err, errlen) != 0)
-                return HH_PARSE_ERROR;
-            break;
-        case 'i':
-            if (hh_long_arg("--iters", optarg, 1, MAX_ITERS, &o->iters, err, errlen) != 0)
-                return HH_PARSE_ERROR;
-            break;
         case 'k':
             if (hh_long_arg("--samples", optarg, 1, MAX_SAMPLES, &o->samples, err, errlen) != 0)
                 return HH_PARSE_ERROR;
@@ -217,7 +204,11 @@ static int parse_options(int argc, char **argv, int nranks, struct options *o, c
                 return HH_PARSE_ERROR;
             break;
         default:
-            return hh_getopt_error(c, argv, longopts, err, errlen);
+            r = hh_run_option(c, MAX_ITERS, &o->warmup, &o->iters, &o->json, err, errlen);
+            if (r < 0)
+                return hh_getopt_error(c, argv, longopts, err, errlen);
+            if (r != HH_PARSE_OK)
+                return r;
         }
     }
     return hh_no_operands(argc, argv, err, errlen);
