@@ -288,14 +288,12 @@ def test_split_samples():
         run.split_samples(3, 4)
 
 
-def test_rounds_spread_every_night_over_the_block(tmp_path):
-    """With --rounds R each round visits every night in turn: a night's
-    samples come from R moments spread over the whole block, and every
-    night is judged once its last round is in."""
+def _tick_scenario():
+    """A scenario whose every sample is the next tick of a clock, so a
+    night's samples show when they were taken."""
     import contextlib
-    import run
     from scenarios import Scenario
-    from workloads import Metric, RunEnv, Workload
+    from workloads import Metric, RunEnv, Workload  # noqa: F401
 
     clock = iter(range(1, 10 ** 6))
 
@@ -324,13 +322,25 @@ def test_rounds_spread_every_night_over_the_block(tmp_path):
         def inject(self, strength):
             yield {}, {}
 
+    return Demo
+
+
+def test_rounds_spread_every_night_over_the_block(tmp_path):
+    """With --rounds R each round visits every night in turn: a night's
+    samples come from R moments spread over the whole block, and every
+    night is judged once its last round is in."""
+    import run
+    Demo = _tick_scenario()
+
     opts = run.parse_args(["--samples", "4", "--rounds", "2", "--baseline-runs", "3",
                            "--trials", "2", "--clean-runs", "2", "--calibration-steps", "1",
-                           "--calibration-pairs", "1", "--max-wait", "0", "--reruns", "0"])
+                           "--calibration-pairs", "1", "--max-wait", "0", "--reruns", "0",
+                           "--baseline", "before"])
     rec = run.Recorder(tmp_path / "r.json", {"options": {}})
     run.run_fault(Demo({}, opts), opts, rec)
     fault = rec.doc["faults"]["demo"]
     assert fault["status"] == "ok" and fault["rounds"] == 2 and "in_progress" not in fault
+    assert fault["baseline_placement"] == "before"
     base = [n["values"]["t"] for n in fault["nights"] if n["phase"] == "baseline"]
     # ticks 1-4 are the warm-up; round 1 takes 5-10 (2 per night), round 2 11-16
     assert base == [[5, 6, 11, 12], [7, 8, 13, 14], [9, 10, 15, 16]]
@@ -340,3 +350,35 @@ def test_rounds_spread_every_night_over_the_block(tmp_path):
     assert first[2] - first[1] == 2 * 4 - 1      # the other 3 nights' round-1 samples between
     calib = [n["values"]["t"] for n in fault["nights"] if n["phase"] == "calibration"]
     assert all(v == list(range(int(v[0]), int(v[0]) + 4)) for v in calib)   # in one go
+
+
+def test_interleaved_baseline_is_taken_among_the_nights_it_judges(tmp_path):
+    """--baseline interleaved: a pilot sets the scale, then the reference's
+    nights are spread through the trial block (their samples interleaved
+    with the trial nights'), and the trial nights are judged against it
+    once the block is done."""
+    import run
+    Demo = _tick_scenario()
+    opts = run.parse_args(["--samples", "2", "--rounds", "2", "--baseline-runs", "4",
+                           "--pilot-runs", "2", "--trials", "2", "--clean-runs", "2",
+                           "--calibration-steps", "1", "--calibration-pairs", "1",
+                           "--max-wait", "0", "--reruns", "0"])
+    rec = run.Recorder(tmp_path / "r.json", {"options": {}})
+    run.run_fault(Demo({}, opts), opts, rec)
+    fault = rec.doc["faults"]["demo"]
+    assert fault["status"] == "ok" and fault["baseline_placement"] == "interleaved"
+    nights = fault["nights"]
+    assert [n["phase"] for n in nights[:2]] == ["pilot", "pilot"]
+    assert "pilot_reference" in fault and "reference" in fault
+    base = [n["values"]["t"] for n in nights if n["phase"] == "baseline"]
+    trials = [n for n in nights if n["phase"] == "trial"]
+    assert len(base) == 4 and len(trials) == 4   # the ~10 % size is not claimable
+    first_trial = min(n["values"]["t"][0] for n in trials)
+    last_trial = max(n["values"]["t"][-1] for n in trials)
+    # baseline nights start after trial nights have, and finish before they all have
+    assert any(b[0] > first_trial for b in base) and any(b[-1] < last_trial for b in base)
+    # the reference is the baseline's, not the pilot's, and it judged every trial night
+    pilot_value = fault["pilot_reference"]["t"]["value"]
+    assert fault["reference"]["t"]["value"] > pilot_value
+    assert all(n["verdicts"]["t"]["verdict"] for n in trials)
+

@@ -63,6 +63,24 @@ def schedule(n_clean, trials, sizes=tuple(SIZES)):
     return out
 
 
+def interleave(trials, baseline):
+    """``baseline`` nights spread evenly through ``trials``, each in the
+    middle of its share of the block, so the reference is drawn from the
+    same stretch of the machine's life as the nights it judges: a level that
+    drifts over the block moves both."""
+    n, nb = len(trials), len(baseline)
+    # trial nights that go before baseline night j
+    before = [int((j + 0.5) * n / nb) for j in range(nb)]
+    out, bi = [], 0
+    for ti in range(n + 1):
+        while bi < nb and before[bi] <= ti:
+            out.append(baseline[bi])
+            bi += 1
+        if ti < n:
+            out.append(trials[ti])
+    return out
+
+
 # --- calibration step ---------------------------------------------------------------
 
 def next_strength(points, target, s_min, s_max, slope=1.0):
@@ -307,7 +325,11 @@ def _pct(x, digits=1):
 def _samples_text(fault, default_k):
     k = fault.get("samples", default_k)
     rounds = fault.get("rounds") or 1
-    return f"{k}" if rounds == 1 else f"{k} in {rounds} rounds"
+    text = f"{k}" if rounds == 1 else f"{k} in {rounds} rounds"
+    # records before the option were all baseline-first
+    if fault.get("baseline_placement") == "interleaved":
+        text += ", baseline interleaved"
+    return text
 
 
 def _knob_text(knob):

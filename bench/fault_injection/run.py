@@ -239,20 +239,21 @@ def run_fault(sc, opts, rec):
                 fr["nights"].append(rec_n)
                 return rec_n
 
-            def nights(specs, phase, done=None):
-                """The nights ``specs`` ((kind, strength) each), their k
-                samples taken in --rounds rounds: every round visits every
+            def nights(specs, done=None):
+                """The nights ``specs`` ((kind, strength, phase) each), their
+                k samples taken in --rounds rounds: every round visits every
                 night in turn, so each night's samples are spread over the
                 whole block as a session's are over its --rounds.  A night
                 is recorded when its last round is in; ``done(record)``
                 then."""
                 counts = split_samples(k, opts.rounds)
                 parts = [[] for _ in specs]
-                fr["in_progress"] = {"phase": phase, "nights": len(specs),
+                phases = sorted({phase for _, _, phase in specs})
+                fr["in_progress"] = {"phase": "+".join(phases), "nights": len(specs),
                                      "rounds": opts.rounds, "round": 0}
                 for r, n_r in enumerate(counts):
                     fr["in_progress"]["round"] = r + 1
-                    for i, (kind, strength) in enumerate(specs):
+                    for i, (kind, strength, phase) in enumerate(specs):
                         parts[i].append(chunk(kind, n_r, strength))
                         if r == len(counts) - 1:
                             rec_n = finish(kind, phase, strength, parts[i])
@@ -261,23 +262,38 @@ def run_fault(sc, opts, rec):
                                 done(rec_n)
                             rec.save()
                     if opts.rounds > 1:
-                        log(f"{sc.name}: {phase}: round {r + 1}/{opts.rounds} of "
-                            f"{len(specs)} nights done")
+                        log(f"{sc.name}: {fr['in_progress']['phase']}: round {r + 1}/"
+                            f"{opts.rounds} of {len(specs)} nights done")
                         rec.save()
                 del fr["in_progress"]
+
+            def reference_from(phase):
+                """The product's references from the clean nights of ``phase``."""
+                runs = [n for n in fr["nights"] if n["phase"] == phase]
+                refs = {m.name: analysis.reference_for(runs, m) for m in wl.metrics}
+                fr["reference" if phase == "baseline" else f"{phase}_reference"] = {
+                    name: r.to_dict() for name, r in refs.items()}
+                for name, r in refs.items():
+                    log(f"{sc.name}: {phase} reference {name} = {r.value:.4g} {r.unit}, bound "
+                        f"±{100 * r.upper:.1f} %, between-run "
+                        f"{100 * (r.between_run_spread or 0):.1f} %, within-run "
+                        f"{100 * (r.within_run_spread or 0):.1f} %")
+                return refs
 
             wait_for_quiet(opts)
             log(f"{sc.name}: workload {wl.name}; warm-up")
             wl.night(k, renv, clean_env)   # first-touch, caches, page-ins: not a night
-            nights([(analysis.CLEAN, None)] * opts.baseline_runs, "baseline")
-            base = [n for n in fr["nights"] if n["phase"] == "baseline"]
-            refs = {m.name: analysis.reference_for(base, m) for m in wl.metrics}
-            fr["reference"] = {name: r.to_dict() for name, r in refs.items()}
+            # Interleaved: a short pilot sets the fault's scale and what to
+            # trial; the reference itself comes from baseline nights spread
+            # through the trial block, so it sees the same stretch of the
+            # machine's life as the nights it judges.
+            interleaved = opts.baseline == "interleaved"
+            first = "pilot" if interleaved else "baseline"
+            nights([(analysis.CLEAN, None, first)]
+                   * (opts.pilot_runs if interleaved else opts.baseline_runs))
+            refs = reference_from(first)
             sc.set_clean(refs)
-            for name, r in refs.items():
-                log(f"{sc.name}: reference {name} = {r.value:.4g} {r.unit}, bound "
-                    f"±{100 * r.upper:.1f} %, between-run {100 * (r.between_run_spread or 0):.1f} %"
-                    f", within-run {100 * (r.within_run_spread or 0):.1f} %")
+            fr["baseline_placement"] = opts.baseline
 
             direction = next(m.direction for m in wl.metrics if m.name == wl.primary)
             promised = analysis.promised_mdc(refs[wl.primary], direction, k, len(wl.metrics))
@@ -333,9 +349,20 @@ def run_fault(sc, opts, rec):
                     f"({100 * v['worse_by']:+.1f} %) {v['verdict']}")
 
             order = analysis.schedule(opts.clean_runs, opts.trials, tuple(sizes))
-            nights([(kind, None if kind == analysis.CLEAN
-                     else fr["calibration"][kind]["strength"]) for kind in order],
-                   "trial", judged)
+            specs = [(kind, None if kind == analysis.CLEAN
+                      else fr["calibration"][kind]["strength"], "trial") for kind in order]
+            if not interleaved:
+                nights(specs, judged)
+            else:
+                nights(analysis.interleave(
+                    specs, [(analysis.CLEAN, None, "baseline")] * opts.baseline_runs))
+                refs = reference_from("baseline")
+                fr["promised_mdc"] = analysis.promised_mdc(refs[wl.primary], direction, k,
+                                                           len(wl.metrics))
+                fr["not_trialled"] = {size: fr["promised_mdc"] for size in skipped}
+                for n in fr["nights"]:
+                    if n["phase"] == "trial":
+                        judged(n)
         fr["status"] = "ok"
     except FaultError as exc:
         fr.update(status="skipped", reason=str(exc))
@@ -353,7 +380,7 @@ def run_fault(sc, opts, rec):
 
 def apply_quick(opts):
     """Smoke-test sizes: every code path, no statistics worth reading."""
-    opts.trials, opts.baseline_runs, opts.clean_runs = 2, 4, 3
+    opts.trials, opts.baseline_runs, opts.clean_runs, opts.pilot_runs = 2, 4, 3, 2
     opts.samples, opts.calibration_steps, opts.calibration_pairs = 2, 2, 1
     opts.osu_lat_iters, opts.osu_bw_iters = 2000, 4
     opts.halo_lat_iters, opts.halo_bw_iters, opts.halo_quota_iters = 500, 10, 200
@@ -368,6 +395,13 @@ def parse_args(argv=None):
     p.add_argument("--trials", type=int, default=20, help="faulty nights per fault and size")
     p.add_argument("--baseline-runs", type=int, default=stats.RECOMMENDED_RUNS,
                    help="clean nights making the reference (default: the product's %(default)s)")
+    p.add_argument("--baseline", choices=("interleaved", "before"), default="interleaved",
+                   help="where the reference's clean nights are run: spread through the "
+                        "trial block (default), or as a block before calibration and trials "
+                        "(the design of the runs recorded before 2026-11-24)")
+    p.add_argument("--pilot-runs", type=int, default=5,
+                   help="with --baseline interleaved: clean nights run first, to set the "
+                        "fault's scale and decide which sizes to trial (default %(default)s)")
     p.add_argument("--samples", type=int, default=stats.RECOMMENDED_SAMPLES,
                    help="samples per night (default: the product's %(default)s)")
     p.add_argument("--rounds", type=int, default=1,
