@@ -181,6 +181,11 @@ def test_small_size_not_trialled_when_the_baseline_promises_no_more():
     assert [r["size"] for r in rows] == ["10%", "25%"]
     assert rows[0]["trials"] == 0 and "not trialled" in rows[0]["target"]
     assert "| 10% | – | – | 0 | 0/0 = – |" in analysis.render_table({"faults": {"lat": fault}})
+    # a size skipped on a pilot's promise, where the final reference promises
+    # less than 10 %, is a gap in the table, not a claim avoided
+    fault["not_trialled"] = {"10%": 0.08}
+    rows, _ = analysis.summarize_fault(fault)
+    assert rows[0]["target"].startswith("NOT met: not trialled")
 
 
 # ---- what a killed run leaves behind ------------------------------------------

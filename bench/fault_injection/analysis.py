@@ -275,7 +275,10 @@ def summarize_fault(fault):
             "metric": fault.get("primary"), "primary": True, "trials": 0, "detected": 0,
             "detection_rate": None, "induced": None, "mdc": mdc, "knob": None,
             "false_alarm_rate": fa["rate"],
-            "target": f"not claimed (MDC {_pct(mdc)} > 10 %), not trialled"})
+            # an interleaved baseline can end up promising more than the pilot did
+            "target": (f"not claimed (MDC {_pct(mdc)} > 10 %), not trialled"
+                       if mdc is None or mdc > SMALL_MDC_LIMIT
+                       else "NOT met: not trialled (the pilot promised an MDC above 10 %)")})
     rows.sort(key=lambda r: SIZES[r["size"]])
     return rows, fa
 
