@@ -96,7 +96,7 @@ SAMPLES_FILE = "hpc-health-samples.json"
 
 def case_samples(tc):
     """Samples a check kept for its performance variables (see
-    reframe_checks/healthlib/samples.py); {} when it kept none."""
+    hpc_health/checklib/samples.py); {} when it kept none."""
     # A case whose figures fell outside ReFrame's bounds fails its
     # performance stage and is never copied to the output directory; its
     # stage directory is kept instead.

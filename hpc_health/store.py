@@ -47,15 +47,23 @@ def git_state(root):
 
 
 def base_provenance(site):
-    import reframe
     return {
         "site": site.name,
         "hostname": socket.gethostname(),
         "user": os.environ.get("USER") or os.environ.get("LOGNAME"),
         "hpc_health": __version__,
-        "reframe": reframe.VERSION,
+        "reframe": _reframe_version(),
         "suite_commit": git_state(paths.repo_root()),
     }
+
+
+def _reframe_version():
+    # The distribution's metadata, not an import: the core stays free of ReFrame.
+    from importlib import metadata
+    try:
+        return metadata.version("reframe-hpc")
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def _first_line(cmd):

@@ -10,8 +10,8 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import run_before, sanity_function, variable
 
-from healthlib import site
-from healthlib.kernels import KernelRun
+from hpc_health.checklib import site
+from hpc_health.checklib.kernels import KernelRun
 from hpc_health.parsers.kernels import parse_barrier
 
 

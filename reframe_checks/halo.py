@@ -12,8 +12,8 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import (parameter, run_before, sanity_function,
                                    variable)
 
-from healthlib import site
-from healthlib.kernels import KernelRun
+from hpc_health.checklib import site
+from hpc_health.checklib.kernels import KernelRun
 from statistics import median
 from hpc_health.parsers.kernels import parse_halo
 from hpc_health.units import size_label

@@ -25,9 +25,9 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
                                    sanity_function, variable)
 from reframe.core.exceptions import SanityError
 
-from healthlib import darshan, site
-from healthlib.samples import PerfSamples, location
-from healthlib.benchmarks import (IOR_MODES, Insane, IorBuild, check_ior_summary,
+from hpc_health.checklib import darshan, site
+from hpc_health.checklib.samples import PerfSamples, location
+from hpc_health.checklib.benchmarks import (IOR_MODES, Insane, IorBuild, check_ior_summary,
                                   check_mdtest, darshan_enabled, ior_options,
                                   mdtest_options, shell_path)
 from hpc_health.parsers import ParseError

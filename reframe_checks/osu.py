@@ -18,10 +18,10 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
                                    sanity_function, variable)
 from reframe.core.exceptions import SanityError
 
-from healthlib import site
-from healthlib.launches import RepeatedLaunches
-from healthlib.samples import PerfSamples, location
-from healthlib.benchmarks import (Insane, OsuBuild, check_osu_table, osu_binary,
+from hpc_health.checklib import site
+from hpc_health.checklib.launches import RepeatedLaunches
+from hpc_health.checklib.samples import PerfSamples, location
+from hpc_health.checklib.benchmarks import (Insane, OsuBuild, check_osu_table, osu_binary,
                                   osu_options, osu_sizes, shell_path)
 from hpc_health.parsers import ParseError
 from hpc_health.parsers import osu as osu_parser
@@ -53,7 +53,7 @@ class OsuBase(site.SiteReferences, site.RecordedSkip, PerfSamples, RepeatedLaunc
 
     #: Gated message sizes (bytes).  Unset: the site setting
     #: ``osu.sizes.<benchmark>`` (e.g. ``osu.sizes.latency``), else
-    #: :data:`healthlib.benchmarks.OSU_SIZES`.
+    #: :data:`hpc_health.checklib.benchmarks.OSU_SIZES`.
     #:
     #: :type: :class:`List[int]` or :obj:`None`
     #: :default: :obj:`None`

@@ -20,9 +20,9 @@ from reframe.core.builtins import (fixture, run_after, run_before,
                                    sanity_function, variable)
 from reframe.core.exceptions import SanityError
 
-from healthlib import site
-from healthlib.samples import PerfSamples, location, sections
-from healthlib.benchmarks import (Insane, StreamBuild, check_stream_run,
+from hpc_health.checklib import site
+from hpc_health.checklib.samples import PerfSamples, location, sections
+from hpc_health.checklib.benchmarks import (Insane, StreamBuild, check_stream_run,
                                   cores_per_node, shell_path, thread_series)
 from hpc_health.parsers import ParseError
 from hpc_health.parsers.stream import KERNELS, parse_stream

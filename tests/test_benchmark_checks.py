@@ -23,12 +23,10 @@ from hpc_health.parsers.stream import parse_stream
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
-# ReFrame puts reframe_checks/ on sys.path when it loads a check; do the same.
-sys.path.insert(0, str(REPO / "reframe_checks"))
 
-from healthlib import benchmarks as bm  # noqa: E402
-from healthlib import darshan  # noqa: E402
-from healthlib.benchmarks import Insane  # noqa: E402
+from hpc_health.checklib import benchmarks as bm
+from hpc_health.checklib import darshan
+from hpc_health.checklib.benchmarks import Insane
 
 MiB = 1 << 20
 
@@ -457,17 +455,17 @@ def _load_check(name):
 
 
 def _load_lib(name):
-    return importlib.import_module(f"healthlib.{name}")
+    return importlib.import_module(f"hpc_health.checklib.{name}")
 
 
 # ---- several runs in one job: marker lines split the output ----------------
 
 def test_repeated_runs_split_at_their_markers_and_parse_alone():
     import re
-    from healthlib.samples import sections
+    from hpc_health.checklib.samples import sections
     from hpc_health.parsers import ParseError
     from hpc_health.parsers.osu import parse_osu, value_at
-    from healthlib.launches import MARK
+    from hpc_health.checklib.launches import MARK
     one = read("osu/osu_latency_np2_m0-4096.txt")
     job = "".join(f"{MARK} {i}\n{one}" for i in (1, 2, 3))
     runs = sections("prologue noise\n" + job, re.compile(rf"^{MARK} (\d+)$", re.MULTILINE))

@@ -21,10 +21,9 @@ import pytest
 from hpc_health import paths, runner, sites
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "reframe_checks"))
 
-from healthlib import benchmarks as bm  # noqa: E402
-from healthlib.builds import spec_name  # noqa: E402
+from hpc_health.checklib import benchmarks as bm
+from hpc_health.checklib.builds import spec_name
 
 pytestmark = pytest.mark.slow
 

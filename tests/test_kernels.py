@@ -28,8 +28,6 @@ GRIDS = {
     (3, 1): [3], (3, 2): [3, 1], (3, 3): [3, 1, 1],
     (4, 1): [4], (4, 2): [2, 2], (4, 3): [2, 2, 1],
 }
-# The checks' library, as ReFrame puts it on sys.path when it loads a check.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reframe_checks"))
 # A hang (deadlock) must fail the test, not the whole CI job.
 TIMEOUT = 120
 
@@ -298,7 +296,7 @@ def test_wrong_program_and_empty_text(halo_output, barrier_outputs):
 def _job_output(tmp_path, launches):
     """A job's stdout as the check's script writes it: the kernels' echo
     lines, then each launch after its marker."""
-    from healthlib.launches import MARK
+    from hpc_health.checklib.launches import MARK
     text = "hpc-health: kernels built with cmake\nhpc-health: nodes vm\n"
     text += "".join(f"{MARK} {i}\n{out}" for i, out in enumerate(launches, 1))
     (tmp_path / "rfm_job.out").write_text(text)
@@ -306,8 +304,8 @@ def _job_output(tmp_path, launches):
 
 def _kernel_run(tmp_path, program, parser, samples):
     """The parts of a KernelRun its launch splitting reads, on a real stage."""
-    from healthlib.kernels import KernelRun
-    from healthlib.launches import RepeatedLaunches
+    from hpc_health.checklib.kernels import KernelRun
+    from hpc_health.checklib.launches import RepeatedLaunches
 
     class Stage:
         stagedir, stdout = str(tmp_path), "rfm_job.out"

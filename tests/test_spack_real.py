@@ -29,8 +29,7 @@ import yaml
 
 from sandbox import REPO, hpc_health, make_root
 
-sys.path.insert(0, str(REPO / "reframe_checks"))
-from healthlib.spackenv import find_spack  # noqa: E402
+from hpc_health.checklib.spackenv import find_spack
 
 pytestmark = [pytest.mark.slow, pytest.mark.spack]
 

@@ -14,19 +14,12 @@ Scheduler: `slurm`, which polls `sacct`; the cluster runs slurmdbd for that.
 """
 
 import os
-import sys
 
 from reframe.utility.cpuinfo import cpuinfo
 
-_SITE_DIR = os.path.dirname(os.path.abspath(__file__))
-_REPO = os.path.dirname(os.path.dirname(_SITE_DIR))
+from hpc_health.sites import partition_extras
 
-try:
-    from hpc_health.sites import partition_extras
-except ImportError:
-    # `reframe -C` run straight from a checkout without hpc-health installed.
-    sys.path.insert(0, _REPO)
-    from hpc_health.sites import partition_extras
+_SITE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 # Must match the `cluster` script (same variables, same defaults).
 _SUBNET = os.environ.get('HPC_HEALTH_SLURM_SUBNET', '10.250.47') + '.0/24'

@@ -11,9 +11,9 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
-from healthlib import site, spackenv
+from hpc_health.checklib import site, spackenv
 
-_SPACKENV = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'spackenv.py')
+_SPACKENV_MODULE = 'hpc_health.checklib.spackenv'
 
 
 def spack_executable(test):
@@ -55,7 +55,7 @@ def ensure_command(test, spack, env_name, specs, develop=None):
     """
     env_dir_ = env_dir(test, env_name)
     sp = site.section(test, 'spack')
-    args = [sys.executable, _SPACKENV, 'ensure', '--spack', spack,
+    args = [sys.executable, '-m', _SPACKENV_MODULE, 'ensure', '--spack', spack,
             '--env-dir', env_dir_, '--site-env', sp['environment'],
             '--site-dir', site.settings(test)['site_dir'], '--out', '.']
     for spec in specs:

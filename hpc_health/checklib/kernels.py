@@ -12,9 +12,9 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import (fixture, run_after, run_before,
                                    sanity_function, variable)
 
-from healthlib import builds, site
-from healthlib.launches import RepeatedLaunches
-from healthlib.samples import PerfSamples, location
+from hpc_health.checklib import builds, site
+from hpc_health.checklib.launches import RepeatedLaunches
+from hpc_health.checklib.samples import PerfSamples, location
 from hpc_health.parsers import ParseError
 from reframe.core.exceptions import SanityError
 

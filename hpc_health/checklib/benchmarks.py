@@ -13,8 +13,8 @@ import shlex
 
 from reframe.core.builtins import run_after, variable
 
-from healthlib import site
-from healthlib.builds import SpackBuild
+from hpc_health.checklib import site
+from hpc_health.checklib.builds import SpackBuild
 
 def shell_path(path):
     """*path* as one shell word.  A dry run's placeholder prefix is a command

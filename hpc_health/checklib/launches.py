@@ -16,7 +16,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_before
 from reframe.core.exceptions import SanityError
 
-from healthlib.samples import sections
+from hpc_health.checklib.samples import sections
 
 MARK = 'hpc-health: launch'
 # Not anchored at the line's start: a launch that died mid-line leaves no

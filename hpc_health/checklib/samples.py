@@ -17,9 +17,8 @@ import os
 import reframe as rfm
 from reframe.core.builtins import run_before
 
+from hpc_health.results import SAMPLES_FILE
 from hpc_health.stats import location  # noqa: F401 - the checks' figure
-
-SAMPLES_FILE = 'hpc-health-samples.json'
 
 
 class PerfSamples(rfm.RegressionTestPlugin):
