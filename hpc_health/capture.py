@@ -14,7 +14,7 @@ from collections import OrderedDict
 
 import yaml
 
-from hpc_health import references, results, stats, store
+from hpc_health import hardware, references, results, stats, store
 from hpc_health.errors import ConfigError
 
 
@@ -43,7 +43,8 @@ def collect(run_dirs, partition=None):
             names = ("$partition", "$environ", *m.params)
             values = (m.partition_fullname, m.environ, *m.params.values())
             key = (m.test, names, values, m.variable)
-            entry = found.setdefault(key, {"unit": m.unit, "runs": [], "samples_by_run": []})
+            entry = found.setdefault(key, {"unit": m.unit, "better": m.better, "runs": [],
+                                           "samples_by_run": []})
             entry["runs"].append(run_dir.name)
             entry["samples_by_run"].append(m.samples or [m.value])
     return found
@@ -57,9 +58,9 @@ def propose(found, stack_hashes=(), rounds=()):
     proposals = OrderedDict()
     for key, entry in found.items():
         test, names, values, var = key
-        direction = stats.direction_of(var, entry["unit"])
         try:
-            ref = stats.propose_reference(entry["samples_by_run"], entry["unit"], direction)
+            ref = stats.propose_reference(entry["samples_by_run"], entry["unit"],
+                                          entry["better"])
         except ValueError as err:
             proposals[key] = {"error": str(err)}
             continue
@@ -84,8 +85,27 @@ def propose(found, stack_hashes=(), rounds=()):
     return proposals
 
 
-def merge(data, proposals):
-    """Apply proposals to the parsed reference document *data* (in place)."""
+def hardware_of(metas, partition=None):
+    """{partition: hardware} the chosen runs were measured on; ConfigError
+    when they disagree (one reference cannot belong to two machines)."""
+    found = {}
+    for meta in metas:
+        for part, hw in (meta.get("hardware") or {}).items():
+            if partition and part.split(":")[-1] != partition:
+                continue
+            if part in found and not hardware.same(found[part], hw):
+                raise ConfigError(meta.get("run_id", "?"), f"runs on {part} were measured on "
+                                  f"{hardware.describe(found[part])} and on "
+                                  f"{hardware.describe(hw)}: capture each machine apart")
+            found.setdefault(part, hw)
+    return found
+
+
+def merge(data, proposals, measured_on=None):
+    """Apply proposals to the parsed reference document *data* (in place),
+    with the hardware each partition's runs were measured on."""
+    if measured_on:
+        data.setdefault(references.HARDWARE_KEY, {}).update(measured_on)
     prov_root = data.setdefault(references.PROVENANCE_KEY, {})
     for (test, names, values, var), prop in proposals.items():
         if "leaf" not in prop:
@@ -105,10 +125,11 @@ def merge(data, proposals):
             prop["provenance"]
     if not prov_root:
         data.pop(references.PROVENANCE_KEY)
-    # ReFrame reads tests by name; keep $provenance last for people.
-    prov = data.pop(references.PROVENANCE_KEY, None)
-    if prov is not None:
-        data[references.PROVENANCE_KEY] = prov
+    # Tests first for people; what they were measured on and how, last.
+    for key in (references.HARDWARE_KEY, references.PROVENANCE_KEY):
+        moved = data.pop(key, None)
+        if moved is not None:
+            data[key] = moved
     return data
 
 
@@ -146,8 +167,10 @@ def _pct(frac):
 def write(path, data):
     """Validate, then replace atomically; the old file survives any error."""
     text = ("# References of this site, captured by `hpc-health reference capture`.\n"
-            "# ReFrame 4.10 external reference format; $provenance is hpc-health's.\n"
+            "# ReFrame 4.10's external reference format, with both bounds: the checks hand\n"
+            "# ReFrame the worse one.  $hardware and $provenance are hpc-health's.\n"
             + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100))
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp"
     with open(tmp, "w") as fp:
         fp.write(text)

@@ -24,6 +24,20 @@ class _Group(click.Group):
             ctx.exit(2)
 
 
+def _resolve_site(ctx, param, value):
+    from hpc_health import sites
+    name, why = sites.choose(value)
+    ctx.meta["site_chosen_because"] = why
+    return name
+
+
+def site_option(f):
+    return click.option(
+        "--site", callback=_resolve_site, metavar="SITE",
+        help="Site folder under site_configs/ (default: $HPC_HEALTH_SITE, else the site "
+             "whose ReFrame hostnames match this host, else local).")(f)
+
+
 @click.group(cls=_Group)
 @click.version_option(__version__, prog_name="hpc-health")
 def cli():
@@ -32,8 +46,7 @@ def cli():
 
 
 @cli.command(context_settings={"ignore_unknown_options": False})
-@click.option("--site", default="local", show_default=True,
-              help="Site folder under site_configs/ (or a path to one).")
+@site_option
 @click.option("--partition", "-p", help="Run on this partition only.")
 @click.option("--tag", "-t", "tags", multiple=True, help="Only checks with this tag (repeatable).")
 @click.option("--list", "list_only", is_flag=True, help="List the checks that would run.")
@@ -43,19 +56,24 @@ def cli():
               help="Run the whole session N times and judge the pooled samples "
                    "(default: the site's per_node_rounds with --per-node, else its "
                    "rounds, else 1).")
+@click.option("--adopt-baseline", is_flag=True,
+              help="When this run completes a baseline on hardware without references, "
+                   "write them into reference/<site>.yaml at once.")
 @click.argument("reframe_args", nargs=-1, type=click.UNPROCESSED)
-def run(site, partition, tags, list_only, per_node, rounds, reframe_args):
+@click.pass_context
+def run(ctx, site, partition, tags, list_only, per_node, rounds, adopt_baseline, reframe_args):
     """Run the health checks of a site and print the health table.
 
     Arguments after `--` go to ReFrame unchanged.
     """
     from hpc_health import runner
     sys.exit(runner.run(site, partition, tags, reframe_args, list_only, per_node,
-                        rounds=rounds))
+                        rounds=rounds, adopt_baseline=adopt_baseline,
+                        chosen_because=ctx.meta.get("site_chosen_because", "--site")))
 
 
 @cli.command()
-@click.option("--site", default="local", show_default=True)
+@site_option
 def validate(site):
     """Validate a site's configuration and reference file without running."""
     from hpc_health import runner
@@ -68,11 +86,11 @@ def validate(site):
 
 
 @cli.command()
-@click.option("--site", default="local", show_default=True)
+@site_option
 @click.argument("run_id", required=False)
 def report(site, run_id):
     """Print the health table of a stored run (default: the latest)."""
-    from hpc_health import references, results, runner, store, table, verdicts, sites
+    from hpc_health import results, runner, sites, store, table, verdicts
     runs = store.list_runs(sites.load(site).name)
     if run_id:
         runs = [r for r in runs if r[0].name == run_id]
@@ -81,7 +99,8 @@ def report(site, run_id):
         raise ConfigError(store.runs_dir(site), f"no stored run{' ' + run_id if run_id else ''} with a report")
     run_dir, meta = runs[-1]
     s, refs = runner.validate(site)
-    vs = runner.judge_report(results.load_report(run_dir / "report.json"), refs)
+    vs = runner.judge_report(results.load_report(run_dir / "report.json"), refs,
+                             meta.get("hardware"))
     if meta.get("per_node"):
         vs = verdicts.node_outliers(vs, s.settings.get("per_node_min_change"))
     click.echo(f"run {run_dir.name} on {meta.get('hostname')} started {meta.get('started')}")
@@ -95,7 +114,7 @@ def reference():
 
 
 @reference.command("capture")
-@click.option("--site", default="local", show_default=True)
+@site_option
 @click.option("--partition", "-p", help="Capture this partition only.")
 @click.option("--runs", "nruns", type=click.IntRange(1, 200), help="Measure N new runs.")
 @click.option("--from", "from_runs", multiple=True, metavar="RUN",
@@ -115,7 +134,7 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, re
     writes only with --write.
     """
     import io
-    from hpc_health import capture, runner, sites, store
+    from hpc_health import capture, runner, store
     s, old = runner.validate(site, partition)
     if bool(nruns) == bool(from_runs):
         raise click.UsageError("give either --runs N or --from RUN ...")
@@ -146,7 +165,8 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, re
     for line in capture.diff_lines(old, proposals):
         click.echo(line)
     if write:
-        data = capture.merge(capture.load_raw(s.reference_file), proposals)
+        data = capture.merge(capture.load_raw(s.reference_file), proposals,
+                             capture.hardware_of([m for _, m in chosen], partition))
         capture.write(s.reference_file, data)
         click.echo(f"wrote {s.reference_file}")
     else:
@@ -154,7 +174,7 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, re
 
 
 @reference.command("show")
-@click.option("--site", default="local", show_default=True)
+@site_option
 def reference_show(site):
     """Print a site's references with their provenance."""
     from hpc_health import runner
@@ -188,7 +208,7 @@ def _leaves(node, depth, path=()):
 
 
 @cli.command()
-@click.option("--site", default="local", show_default=True)
+@site_option
 @click.option("--check", "-c", help="Test class or display name.")
 @click.option("--var", "-v", "var", help="Performance variable.")
 @click.option("--all", "scan_all", is_flag=True,

@@ -28,7 +28,7 @@ def series(site, check, var, partition=None):
                 out.append({"run": run_dir.name, "started": meta.get("started", ""),
                             "check": m.check, "variable": m.variable,
                             "partition": m.partition_fullname,
-                            "value": m.value, "unit": m.unit,
+                            "value": m.value, "unit": m.unit, "better": m.better,
                             "samples": m.samples or [m.value], "stack": meta.get("stack_hash")})
     return out
 
@@ -37,7 +37,9 @@ def drift(points, reference=None):
     """Step degradation over one check's series, or None."""
     if not points:
         return None
-    direction = stats.direction_of(points[0]["variable"], points[0]["unit"])
+    direction = points[-1]["better"]
+    if direction not in stats.DIRECTIONS:
+        return None     # undeclared direction: never guessed
     values = [p["value"] for p in points]
     return changepoint.step_degradation(
         values, [p["started"] for p in points], direction, reference=reference,
@@ -69,8 +71,7 @@ def side_by_side(a, b):
         if other is None or not m.value:
             continue
         ratio = other.value / m.value
-        direction = stats.direction_of(m.variable, m.unit)
-        better = ratio > 1 if direction == stats.HIGHER else ratio < 1
+        better = ratio > 1 if m.better == stats.HIGHER else ratio < 1
         rows.append((m.check, m.variable, m.value, other.value, m.unit, ratio,
                      "=" if abs(ratio - 1) < 0.005 else ("B better" if better else "B worse")))
     return rows

@@ -55,7 +55,9 @@ def outliers(measurements, min_change=MIN_CHANGE):
     for key, members in groups.items():
         if len({n for n, _ in members}) < 2:
             continue
-        direction = stats.direction_of(key[-1], members[0][1].unit)
+        direction = members[0][1].better
+        if direction not in stats.DIRECTIONS:
+            continue    # undeclared: FAIL in the verdicts, never a guess here
         sign = 1.0 if direction == stats.LOWER else -1.0
         for node, m in members:
             mine, _ = stats.clean(m.samples or [m.value])

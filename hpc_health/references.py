@@ -37,9 +37,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from hpc_health import yamlio
+from hpc_health import hardware, yamlio
 
 PROVENANCE_KEY = "$provenance"
+HARDWARE_KEY = "$hardware"
 _NUM = (int, float)
 _PROVENANCE_FIELDS = {"captured": str, "runs": list, "samples": int, "spread": _NUM,
                       "between_run_spread": _NUM, "between_run_spread_better": _NUM,
@@ -57,22 +58,15 @@ class Reference:
     xfail: Optional[str] = None
     provenance: dict = field(default_factory=dict)
 
-    def bounds(self):
-        """Absolute (low, high) thresholds, ReFrame's convention for signs."""
-        def edge(frac):
-            if frac is None:
-                return None
-            return self.value + abs(self.value) * frac
-        return edge(self.lower), edge(self.upper)
-
 
 class ReferenceSet:
     """All references of one site, indexed the way ReFrame resolves them."""
 
-    def __init__(self, path, tests, provenance):
+    def __init__(self, path, tests, provenance, hardware_=None):
         self.path = path
         self.tests = tests          # name -> (index tuple, nested data)
         self.provenance = provenance
+        self.hardware = hardware_ or {}   # 'system:partition' -> what it was measured on
 
     def lookup(self, test, partition, environ, attrs, var):
         """Reference of *var* for a test case, or None.
@@ -142,7 +136,7 @@ def load(path):
         raise doc.error([], "a reference file is a mapping of test names to references")
     tests = {}
     for test, body in data.items():
-        if test == PROVENANCE_KEY:
+        if test in (PROVENANCE_KEY, HARDWARE_KEY):
             continue
         if not isinstance(test, str) or not re.fullmatch(r"[A-Za-z_]\w*", test):
             raise doc.error([test], f"{test!r} is not a test class name")
@@ -157,7 +151,24 @@ def load(path):
         tests[test] = (tuple(index), nested)
     provenance = data.get(PROVENANCE_KEY) or {}
     _check_provenance(doc, provenance, tests)
-    return ReferenceSet(str(path), tests, provenance)
+    measured_on = data.get(HARDWARE_KEY) or {}
+    _check_hardware(doc, measured_on)
+    return ReferenceSet(str(path), tests, provenance, measured_on)
+
+
+def _check_hardware(doc, measured_on):
+    kp = [HARDWARE_KEY]
+    if not isinstance(measured_on, dict):
+        raise doc.error(kp, "expected a mapping of 'system:partition' to hardware")
+    for part, hw in measured_on.items():
+        if not isinstance(part, str) or ":" not in part:
+            raise doc.error(kp + [part], "keys are full partition names 'system:partition'")
+        if not isinstance(hw, dict):
+            raise doc.error(kp + [part], "expected a mapping (cpu, cpus, memory_gib, nodes)")
+        unknown = set(hw) - set(hardware.FIELDS)
+        if unknown:
+            raise doc.error(kp + [part, sorted(unknown)[0]],
+                            f"unknown hardware field (known: {', '.join(hardware.FIELDS)})")
 
 
 def _check_level(doc, keypath, node, depth):

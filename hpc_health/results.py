@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from hpc_health.errors import ConfigError
+from hpc_health.stats import location
 
 _PARAM = re.compile(r"%([A-Za-z_]\w*)=(\S+)")
 # ReFrame's --distribute adds these to the display name of each copy.
@@ -37,6 +38,8 @@ class Measurement:
     samples: list = field(default_factory=list)
     node: Optional[str] = None    # the node a --distribute copy was pinned to
     rounds: int = 1               # rounds whose samples were pooled (--rounds)
+    better: Optional[str] = None  # "higher" | "lower", as the check declared it
+    note: str = ""                # why the check applied no reference
 
     @property
     def partition_fullname(self):
@@ -96,7 +99,7 @@ SAMPLES_FILE = "hpc-health-samples.json"
 
 def case_samples(tc):
     """Samples a check kept for its performance variables (see
-    hpc_health/checklib/samples.py); {} when it kept none."""
+    hpc_health/checklib/check.py); {} when it kept none."""
     # A case whose figures fell outside ReFrame's bounds fails its
     # performance stage and is never copied to the output directory; its
     # stage directory is kept instead.
@@ -136,14 +139,6 @@ def merged_samples(rounds):
         for var, vals in case_samples(tc).items():
             pooled.setdefault(var, []).extend(vals)
     return pooled
-
-
-def _median(values):
-    vals = sorted(v for v in values if v is not None)
-    if not vals:
-        return None
-    mid = len(vals) // 2
-    return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
 
 
 def inherited_reason(tc, cases):
@@ -194,25 +189,38 @@ def measurements(report):
                                  else tc.get("fail_reason")), params=params,
                     nodes=list(tc.get("job_nodelist") or []))
         perf = tc.get("perfvalues") or {}
-        if not perf:
+        errors = _mapping(tc.get("figure_errors"))
+        if not perf and not errors:
             out.append(Measurement(variable=None, **base))
             continue
+        better = _mapping(tc.get("figure_better"))
+        base["note"] = tc.get("reference_note") or ""
+        for var, why in errors.items():
+            out.append(Measurement(**{**base, "fail_reason": f"figure not read: {why}"},
+                                   variable=var, better=better.get(var)))
         rounds = [t for t in tries.get(_case_key(tc), [tc])
                   if _judgeable(t) and t.get("perfvalues")] or [tc]
         samples = merged_samples(rounds)
         for key, vals in perf.items():
             value, ref, lower, upper, unit = vals[:5]
-            if len(rounds) > 1:
-                value = _median([_num(t["perfvalues"][key][0]) for t in rounds
-                                 if key in t["perfvalues"]])
+            var = key.split(":")[-1]
+            if len(rounds) > 1 and samples.get(var):
+                # The figure the verdict judges: the location of every
+                # round's samples, not a summary of the rounds' figures.
+                value = location(samples[var])
             no_ref = (ref == 0 and lower is None and upper is None)
             out.append(Measurement(
-                variable=key.split(":")[-1],
-                value=_num(value), unit=unit or "",
+                variable=var, value=_num(value), unit=unit or "",
                 ref=None if no_ref else ref, lower=lower, upper=upper,
-                samples=samples.get(key.split(":")[-1], []), rounds=len(rounds),
-                **base))
+                samples=samples.get(var, []), rounds=len(rounds),
+                better=better.get(var), **base))
     return out
+
+
+def _mapping(value):
+    """A dict variable as the run report keeps it ('<undefined>' in reports
+    of checks that do not have it)."""
+    return value if isinstance(value, dict) else {}
 
 
 def _num(v):

@@ -8,7 +8,9 @@ import subprocess
 import sys
 import time
 
-from hpc_health import paths, references, results, sites, store, table, verdicts
+from hpc_health import (baseline, hardware, paths, references, results, sites, store,
+                        table, verdicts)
+from hpc_health.checklib.spackenv import find_spack
 from hpc_health.errors import ConfigError
 
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -85,8 +87,9 @@ def rounds_for(site, per_node, rounds=None):
 
 
 def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=False,
-        out=sys.stdout, rounds=None):
+        out=sys.stdout, rounds=None, adopt_baseline=False, chosen_because="--site"):
     site, refs = validate(site_name, partition)
+    site.chosen_because = chosen_because
     rounds = rounds_for(site, per_node, rounds)
     if list_only:
         cmd = reframe_command(site, partition, tags, extra, list_only=True, per_node=per_node)
@@ -96,24 +99,29 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
     report_path = run_dir / "report.json"
     cmd = reframe_command(site, partition, tags, extra, prefix=run_dir,
                           report=report_path, per_node=per_node, rounds=rounds)
+    run_hw = site_hardware(site, partition)
     meta = {**store.base_provenance(site), "run_id": run_dir.name,
             "partition": partition, "tags": list(tags), "per_node": per_node,
-            "rounds": rounds,
+            "rounds": rounds, "hardware": run_hw, "reframe_args": list(extra),
             "command": cmd, "started": _now()}
     store.write_json(run_dir / "run.json", meta)
-    print(f"hpc-health: site {site.name}, run {run_dir.name} (results in {run_dir})", file=out)
-    print(f"hpc-health: {' '.join(cmd)}", file=out, flush=True)
+    whole = baseline.counts(meta)
+    base = baseline.status(site, refs, run_hw, pending=True if whole else None)
+    for line in header(site, run_dir, run_hw, refs, base, rounds, partition):
+        print(line, file=out)
+    print(file=out, flush=True)
 
     interrupted = False
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, bufsize=1, env=reframe_environ())
+    shown = ProgressFilter()
     log = open(run_dir / "reframe.out", "w")
     try:
         for line in proc.stdout:
-            # ReFrame's own [ RUN ] / [ OK ] / [ FAIL ] lines are the progress.
-            out.write(line)
-            out.flush()
             log.write(line)
+            if shown(line):
+                out.write(line)
+                out.flush()
         proc.wait()
     except KeyboardInterrupt:
         interrupted = True
@@ -138,7 +146,8 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
               f"report; its last lines:\n{tail}", file=sys.stderr)
         return meta["exit_code"]
 
-    verdict_list = judge_report(results.load_report(report_path), refs)
+    verdict_list = judge_report(results.load_report(report_path), refs, run_hw,
+                                baseline=base.label if base.collecting else "")
     if per_node:
         verdict_list = verdicts.node_outliers(verdict_list,
                                               site.settings.get("per_node_min_change"))
@@ -148,11 +157,108 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
     print("\n" + table.render(verdict_list), file=out)
     state = {0: "HEALTHY", 1: "UNHEALTHY", 130: "INTERRUPTED"}.get(code, "ERROR")
     print(f"\nhpc-health: {state} ({table.summary(verdict_list)}); exit {code}", file=out)
+    if base.collecting and not interrupted:
+        # This run counts now that it is stored with its verdicts.
+        base = baseline.status(site, refs, run_hw, pending=False if whole else None)
+        if base.complete and adopt_baseline:
+            written = baseline.adopt(site, base)
+            print(f"hpc-health: baseline of {len(base.chosen())} runs adopted: wrote {written}",
+                  file=out)
+    print(next_step(site, verdict_list, base, run_dir, adopt_baseline), file=out)
     return code
 
 
-def judge_report(report, refs=None):
-    return verdicts.judge_all(results.measurements(report), refs)
+def site_hardware(site, partition=None):
+    """{'site:partition': hardware} of the partitions this run uses."""
+    parts = [partition] if partition else list(site.partitions)
+    found = {}
+    for p in parts:
+        settings = site.partitions[p] or {}
+        hw = hardware.of_partition(settings.get("hardware"), settings.get("nodes"))
+        if hw:
+            found[f"{site.name}:{p}"] = hw
+    return found
+
+
+def header(site, run_dir, run_hw, refs, base, rounds, partition=None):
+    """What this run is about to do, before ReFrame's progress lines."""
+    lines = [f"hpc-health: site {site.name} ({site.chosen_because}), run {run_dir.name}",
+             f"  results:    {run_dir}"]
+    for p in ([partition] if partition else site.partitions):
+        full = f"{site.name}:{p}"
+        lines.append(f"  partition:  {full}: {hardware.describe(run_hw.get(full))}")
+    if base.collecting:
+        lines.append(f"  references: {base.why}; collecting a baseline on this hardware: "
+                     f"this run is {base.label}")
+    else:
+        lines.append(f"  references: {refs.path}")
+    lines.append(f"  Spack:      {spack_line(site)}")
+    if rounds > 1:
+        lines.append(f"  rounds:     {rounds} (the session runs {rounds} times)")
+    return lines
+
+
+def spack_line(site):
+    found = find_spack(site.spack_setting("spack_root"))
+    if found:
+        return f"found {found}"
+    return ("not found (no spack on PATH, no $SPACK_ROOT, no spack.spack_root): STREAM, OSU "
+            "and IOR/mdtest will be SKIPPED. To fix: install Spack, or bootstrap it from an "
+            "offline kit (see docs/spack.md)")
+
+
+def next_step(site, verdict_list, base, run_dir, adopted=False):
+    """One sentence on what to do now."""
+    counts = {}
+    for v in verdict_list:
+        counts[v.verdict] = counts.get(v.verdict, 0) + 1
+    if counts.get(verdicts.DEGRADED) or counts.get(verdicts.OUTLIER):
+        worst = next(v for v in verdict_list if v.verdict in (verdicts.DEGRADED, verdicts.OUTLIER))
+        m = worst.measurement
+        return (f"Next: look at the {worst.verdict} figures above; when it started: "
+                f"hpc-health history --site {site.name} --check '{m.test}' --var {m.variable}")
+    if counts.get(verdicts.FAIL):
+        return (f"Next: the FAIL lines above give each reason; ReFrame's full output is "
+                f"{run_dir / 'reframe.out'}")
+    if base.complete and adopted:
+        return "Next: the next run is judged against the references just written."
+    if base.complete:
+        return (f"Next: the baseline is complete ({len(base.runs)} runs on this hardware); "
+                f"make it the reference: {base.capture_command()}")
+    if base.collecting:
+        return (f"Next: run again: {base.label} on this hardware; after "
+                f"{base.needed} runs, `hpc-health reference capture` turns them into references "
+                "(or run with --adopt-baseline)")
+    if counts.get(verdicts.SKIPPED):
+        return "Next: the SKIPPED lines above say what is missing for those checks."
+    if counts.get(verdicts.IMPROVED):
+        return ("Next: some figures IMPROVED beyond their bounds: if that change is expected, "
+                f"re-capture the references (hpc-health reference capture --site {site.name})")
+    return "Next: nothing to do; run it again tomorrow."
+
+
+class ProgressFilter:
+    """Which of ReFrame's lines the terminal shows: its progress lines and
+    warnings, not the full FAILURE INFO (hpc-health's table gives each
+    failure's reason; everything stays in reframe.out)."""
+
+    def __init__(self):
+        self.in_failures = False
+
+    def __call__(self, line):
+        if "SUMMARY OF FAILURES" in line:
+            self.in_failures = True
+        elif self.in_failures and line.startswith("Log file(s) saved"):
+            self.in_failures = False
+            return False
+        if self.in_failures:
+            return False
+        return line.startswith("[") or "WARNING" in line or "ERROR" in line
+
+
+def judge_report(report, refs=None, run_hardware=None, baseline=""):
+    return verdicts.judge_all(results.measurements(report), refs, run_hardware,
+                              baseline=baseline)
 
 
 def _now():

@@ -5,10 +5,15 @@ with its file, key path and line instead of surfacing as a ReFrame traceback
 in the middle of the night.
 """
 
+import ast
+import copy
+import os
+import re
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpc_health import paths, yamlio
+from hpc_health import hardware, paths, yamlio
 from hpc_health.errors import ConfigError
 
 _PATH = {"type": ["string", "null"]}
@@ -25,80 +30,97 @@ _BYTES = {"type": ["integer", "string", "null"],
 
 def _strict(properties):
     return {"type": ["object", "null"], "additionalProperties": False,
-            "properties": properties}
+            "properties": properties, "default": {}}
 
 
-# Benchmark settings per partition.  Every key is optional; the default the
-# check uses is given in ``description`` (and in site_configs/local/site.yaml).
+#: Gated OSU message sizes per size set (bytes), unless the site says otherwise.
+OSU_SIZES = {
+    "latency": [8, 4096],
+    "bw": [65536, 4194304],
+    "bibw": [65536, 4194304],
+    "mbw_mr": [8, 65536],
+    "allreduce": [8, 1048576],
+    "alltoall": [8, 65536],
+    "bcast": [8, 1048576],
+}
+
+
+# Benchmark settings per partition.  Every key is optional, and null means
+# the default: the schema's ``default`` is the one place defaults live
+# (filled in by :func:`with_defaults` before a check sees them).  A key
+# without a default is derived by the check from the partition (cores,
+# caches), as its description says.
 KERNELS_SCHEMA = _strict({
-    "samples": {**_POSINT, "description": "launches of halo and barrier per run, each "
-                "a sample (default 5)"},
+    "samples": {**_POSINT, "default": 5, "description": "launches of halo and barrier per run, each "
+                "a sample"},
     "halo_sizes": {"type": ["array", "null"], "minItems": 1,
                    "items": {"type": "integer", "minimum": 1},
-                   "description": "halo message sizes, bytes (default 8, 4096, 65536, 1048576)"},
-    "halo_iters": {**_POSINT, "description": "timed exchanges per repetition (default 200)"},
-    "halo_warmup": {"type": ["integer", "null"], "minimum": 0,
-                    "description": "untimed exchanges first (default 20)"},
-    "halo_repetitions": {**_POSINT, "description": "repetitions inside one halo launch; "
-                         "the launch's figure is their median (default 1)"},
-    "barrier_iters": {**_POSINT, "description": "timed barriers per communicator size "
-                      "(default 2000)"},
-    "barrier_warmup": {"type": ["integer", "null"], "minimum": 0,
-                       "description": "untimed barriers first (default 200)"},
+                   "default": [8, 4096, 65536, 1048576], "description": "halo message sizes, bytes"},
+    "halo_iters": {**_POSINT, "default": 200, "description": "timed exchanges per repetition"},
+    "halo_warmup": {"type": ["integer", "null"], "minimum": 0, "default": 20,
+                    "description": "untimed exchanges first"},
+    "halo_repetitions": {**_POSINT, "default": 1, "description": "repetitions inside one "
+                         "halo launch; the launch's figure is their median"},
+    "barrier_iters": {**_POSINT, "default": 2000,
+                      "description": "timed barriers per communicator size"},
+    "barrier_warmup": {"type": ["integer", "null"], "minimum": 0, "default": 200,
+                       "description": "untimed barriers first"},
 })
 STREAM_SCHEMA = _strict({
-    "spec": {**_SPEC, "description": "Spack spec (default 'stream +openmp'); "
+    "spec": {**_SPEC, "default": "stream +openmp", "description": "Spack spec; "
              "stream_array_size/ntimes are added by the check"},
     "array_size": {**_POSINT, "description": "elements per array (default: each "
                    "array >= 4x the node's last-level cache, from the processor topology)"},
-    "ntimes": {"type": ["integer", "null"], "minimum": 2,
-               "description": "repetitions of each kernel (default 20)"},
+    "ntimes": {"type": ["integer", "null"], "minimum": 2, "default": 20,
+               "description": "repetitions of each kernel"},
     "threads": {**_POSINT, "description": "OpenMP threads (default: cores per node)"},
-    "samples": {**_POSINT, "description": "STREAM executions per thread count, each "
-                "a sample (default 5)"},
+    "samples": {**_POSINT, "default": 5, "description": "STREAM executions per thread "
+                "count, each a sample"},
     "thread_counts": {"type": ["array", "null"], "minItems": 1,
                       "items": {"type": "integer", "minimum": 1},
                       "description": "Triad series (default 1, 2, 4, ... and all cores)"},
     "proc_bind": {"enum": ["spread", "close", "primary", "master", "true", None],
-                  "description": "OMP_PROC_BIND (default spread)"},
-    "places": {"type": ["string", "null"], "description": "OMP_PLACES (default cores)"},
+                  "default": "spread", "description": "OMP_PROC_BIND"},
+    "places": {"type": ["string", "null"], "default": "cores", "description": "OMP_PLACES"},
 })
 OSU_SCHEMA = _strict({
-    "spec": {**_SPEC, "description": "Spack spec (default 'osu-micro-benchmarks'); "
+    "spec": {**_SPEC, "default": "osu-micro-benchmarks", "description": "Spack spec, "
              "e.g. 'osu-micro-benchmarks +cuda' on a GPU partition"},
-    "validate": {**_BOOL, "description": "pass -c (OSU 7 data validation; default "
-                 "true, set false for OSU < 7)"},
+    "validate": {**_BOOL, "default": True, "description": "pass -c (OSU 7 data "
+                 "validation; set false for OSU < 7)"},
     "device": {"enum": ["cuda", "rocm", None],
                "description": "run from device buffers (-d DEVICE; needs a +cuda/+rocm build)"},
     "iterations": {**_POSINT, "description": "-i (default: OSU's own)"},
     "warmup": {**_POSINT, "description": "-x (default: OSU's own)"},
     "pairs": {**_POSINT, "description": "osu_mbw_mr pairs (default: ranks per node / 2)"},
-    "samples": {**_POSINT, "description": "launches per benchmark, each a sample (default 3)"},
-    "sizes": {"type": ["object", "null"], "additionalProperties": False,
-              "description": "gated message sizes (bytes, powers of two) per benchmark",
-              "properties": {k: _MSG_SIZES for k in (
-                  "latency", "bw", "bibw", "mbw_mr", "allreduce", "alltoall", "bcast")}},
+    "samples": {**_POSINT, "default": 3, "description": "launches per benchmark, each a sample"},
+    "sizes": {"type": ["object", "null"], "additionalProperties": _MSG_SIZES,
+              "description": "gated message sizes (bytes, powers of two) per size set; "
+              "a check names its set (osu_latency and osu_put_latency: latency)",
+              "properties": {k: {**_MSG_SIZES, "default": v} for k, v in OSU_SIZES.items()},
+              "default": {}},
 })
 IOR_SCHEMA = _strict({
-    "spec": {**_SPEC, "description": "Spack spec (default 'ior'); also provides mdtest"},
-    "darshan": {**_BOOL, "description": "instrument IOR and mdtest with Darshan (default true)"},
-    "darshan_runtime_spec": {**_SPEC, "description": "default 'darshan-runtime +mpi'"},
-    "darshan_util_spec": {**_SPEC, "description": "default 'darshan-util'"},
-    "ranks_per_node": {**_POSINT, "description": "default: the partition's ranks_per_node"},
-    "block_size": {**_BYTES, "description": "-b per rank and segment (default 16m)"},
-    "transfer_size": {**_BYTES, "description": "-t (default 1m)"},
-    "segments": {**_POSINT, "description": "-s (default 4)"},
-    "repetitions": {**_POSINT, "description": "-i, each repetition a sample (default 3)"},
-    "posix_allowance": {"type": ["integer", "null"], "minimum": 0,
+    "spec": {**_SPEC, "default": "ior", "description": "Spack spec; also provides mdtest"},
+    "darshan": {**_BOOL, "default": True,
+                "description": "instrument IOR and mdtest with Darshan"},
+    "darshan_runtime_spec": {**_SPEC, "default": "darshan-runtime +mpi"},
+    "darshan_util_spec": {**_SPEC, "default": "darshan-util"},
+    "ranks_per_node": {**_POSINT, "description": "null: the partition's ranks_per_node"},
+    "block_size": {**_BYTES, "default": "16m", "description": "-b per rank and segment"},
+    "transfer_size": {**_BYTES, "default": "1m", "description": "-t"},
+    "segments": {**_POSINT, "default": 4, "description": "-s"},
+    "repetitions": {**_POSINT, "default": 3, "description": "-i, each repetition a sample"},
+    "posix_allowance": {"type": ["integer", "null"], "minimum": 0, "default": 65536,
                         "description": "bytes Darshan may see beyond IOR's own in the "
-                        "POSIX module (MPI's shared-memory files; default 65536)"},
+                        "POSIX module (MPI's shared-memory files)"},
 })
 MDTEST_SCHEMA = _strict({
-    "ranks_per_node": {**_POSINT, "description": "default: the partition's ranks_per_node"},
-    "items": {**_POSINT, "description": "-n files and directories per rank (default 1000)"},
-    "iterations": {**_POSINT, "description": "-i, each repetition a sample (default 3)"},
-    "write_bytes": {"type": ["integer", "null"], "minimum": 0,
-                    "description": "-w bytes written to each file (default 0)"},
+    "ranks_per_node": {**_POSINT, "description": "null: the partition's ranks_per_node"},
+    "items": {**_POSINT, "default": 1000, "description": "-n files and directories per rank"},
+    "samples": {**_POSINT, "default": 3, "description": "launches of mdtest, each a sample"},
+    "write_bytes": {"type": ["integer", "null"], "minimum": 0, "default": 0,
+                    "description": "-w bytes written to each file"},
 })
 
 SITE_SCHEMA = {
@@ -117,9 +139,13 @@ SITE_SCHEMA = {
         # figure on the samples of all its rounds (default 1): the samples
         # of a check are then spread over the whole session, across noise
         # episodes.  Reference captures run with the same rounds.
-        "rounds": {"type": "integer", "minimum": 1, "maximum": 100},
+        "rounds": {"type": "integer", "minimum": 1, "maximum": 100, "default": 1},
         # --per-node: the same for per-node runs (default 1).
-        "per_node_rounds": {"type": "integer", "minimum": 1, "maximum": 100},
+        "per_node_rounds": {"type": "integer", "minimum": 1, "maximum": 100, "default": 1},
+        # Runs on hardware no reference was measured on collect a baseline;
+        # after this many, `reference capture` is proposed (or done, with
+        # `run --adopt-baseline`).
+        "baseline_runs": {"type": "integer", "minimum": 1, "maximum": 200, "default": 5},
         "spack": {
             "type": "object",
             "additionalProperties": False,
@@ -147,7 +173,18 @@ SITE_SCHEMA = {
                 "type": "object",
                 "additionalProperties": False,
                 "properties": {
-                    "nodes": _POSINT,
+                    "nodes": {**_POSINT, "default": 1},
+                    # What the partition's nodes are: references are bound
+                    # to it.  `detect`: this host (sites whose jobs run here).
+                    "hardware": {"oneOf": [
+                        {"const": "detect"},
+                        {"type": "null"},
+                        {"type": "object", "additionalProperties": False,
+                         "required": ["cpu"],
+                         "properties": {"cpu": {"type": "string", "minLength": 1},
+                                        "cpus": {"type": "integer", "minimum": 1},
+                                        "memory_gib": {"type": "number", "exclusiveMinimum": 0}}},
+                    ]},
                     "ranks_per_node": _POSINT,
                     "scratch": _PATH,
                     "kernels": KERNELS_SCHEMA,
@@ -170,6 +207,7 @@ class Site:
     reframe_config: Path
     spack_env: Path = None
     partitions: dict = field(default_factory=dict)
+    chosen_because: str = "--site"
 
     @property
     def settings_file(self):
@@ -205,6 +243,53 @@ def site_dir(name_or_path):
     return d.resolve()
 
 
+def hostname_patterns(site_name):
+    """The ``hostnames`` patterns of a site's ReFrame configuration, read
+    without running it (it may import ReFrame or probe the machine)."""
+    path = sites_dir() / site_name / "reframe_config.py"
+    try:
+        tree = ast.parse(path.read_text(), str(path))
+    except (OSError, SyntaxError):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                if (isinstance(key, ast.Constant) and key.value == "hostnames"
+                        and isinstance(value, (ast.List, ast.Tuple))):
+                    found += [e.value for e in value.elts
+                              if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return found
+
+
+def _matches_host(patterns, host):
+    """ReFrame's rule (re.match), ignoring catch-all patterns: a site that
+    matches any host (``local``) is never chosen for a host by its name."""
+    probe = "hpc-health-no-such-host-0"
+    return any(re.match(p, host) and not re.match(p, probe) for p in patterns)
+
+
+def choose(explicit=None, host=None):
+    """(site name, why) for a command without a usable ``--site``:
+    ``$HPC_HEALTH_SITE``, else the one site whose ReFrame hostnames match
+    this host, else ``local``.  A login node of a real site must not run the
+    suite as ``local`` (mpirun on the login node) by accident."""
+    if explicit:
+        return explicit, "--site"
+    env = os.environ.get("HPC_HEALTH_SITE")
+    if env:
+        return env, "$HPC_HEALTH_SITE"
+    host = host or socket.gethostname()
+    matches = [s for s in available() if _matches_host(hostname_patterns(s), host)]
+    if len(matches) > 1:
+        raise ConfigError(sites_dir(), f"host {host} matches the ReFrame hostnames of "
+                          f"sites {', '.join(matches)}: choose one with --site or "
+                          "$HPC_HEALTH_SITE")
+    if matches:
+        return matches[0], f"chosen because its ReFrame hostnames match {host}"
+    return "local", f"chosen because no site's ReFrame hostnames match {host}"
+
+
 def load(name_or_path):
     """Load and validate a site; raises ConfigError naming file and line."""
     d = site_dir(name_or_path)
@@ -227,8 +312,30 @@ def load(name_or_path):
         env_doc = yamlio.load(spack_env)
         if not isinstance(env_doc.data, dict) or "spack" not in env_doc.data:
             raise env_doc.error([], "a Spack environment file needs a top-level 'spack:' key")
+    s = with_defaults(SITE_SCHEMA, s)
     return Site(name=s["site"], dir=d, settings=s, reframe_config=rcfg,
                 spack_env=spack_env, partitions=s["partitions"])
+
+
+def with_defaults(schema, value):
+    """*value* (validated against *schema*) with every missing or null key
+    that has a ``default`` set to it: the one place defaults come from."""
+    if value is None and "default" in schema:
+        value = copy.deepcopy(schema["default"])
+    if not isinstance(value, dict):
+        return value
+    props = schema.get("properties") or {}
+    out = dict(value)
+    for key, sub in props.items():
+        filled = with_defaults(sub, out.get(key))
+        if filled is not None or key in out:
+            out[key] = filled
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict):
+        for key in out:
+            if key not in props:
+                out[key] = with_defaults(extra, out[key])
+    return out
 
 
 def _check_benchmark_settings(doc):
@@ -262,6 +369,7 @@ def partition_extras(site_dir_path, partition):
                           f"partition {partition!r} of the ReFrame configuration is not "
                           "listed under 'partitions'", keypath="partitions")
     settings = dict(site.partitions[partition] or {})
+    settings["hardware"] = hardware.of_partition(settings.get("hardware"), settings["nodes"])
     if settings.get("scratch"):
         settings["scratch"] = str(paths.expand(settings["scratch"], site.dir))
     spack = {k: site.spack_setting(k) for k in

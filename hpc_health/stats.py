@@ -54,7 +54,6 @@ be read for what it is.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import asdict, dataclass, fields
 from typing import Iterable, Optional, Sequence
 
@@ -62,9 +61,8 @@ import numpy as np
 from scipy import special as _sp
 from scipy import stats as _st
 
-HIGHER = "higher"   # bandwidth, rate: higher is better
-LOWER = "lower"     # latency, time: lower is better
-DIRECTIONS = (HIGHER, LOWER)
+from hpc_health.figures import DIRECTIONS, HIGHER, LOWER  # noqa: F401 - re-exported
+
 Direction = str
 
 PASS, DEGRADED, IMPROVED, NO_REFERENCE = "PASS", "DEGRADED", "IMPROVED", "NO-REFERENCE"
@@ -143,51 +141,6 @@ _TINY = 1e-300
 
 
 # --- direction ----------------------------------------------------------------
-
-_HIGHER_UNITS = {
-    "flops", "flop/s", "kflops", "mflops", "gflops", "tflops", "pflops",
-    "iops", "ops", "rate", "hz", "khz", "mhz", "ghz", "msgs", "messages/s",
-}
-_LOWER_UNITS = {
-    "s", "sec", "secs", "second", "seconds", "ms", "msec", "us", "usec", "µs",
-    "μs", "ns", "nsec", "ps", "min", "mins", "minute", "minutes", "h", "hour",
-    "hours", "cycles", "clocks",
-}
-_HIGHER_WORDS = {
-    "bw", "bandwidth", "rate", "throughput", "flops", "gflops", "iops", "ops",
-    "triad", "copy", "scale", "add", "speedup", "msgrate", "mbs", "gbs",
-    # bytes an I/O check saw moved (Darshan): fewer than asked is lost I/O;
-    # more than asked is already refused by the check's sanity.
-    "bytes",
-}
-_LOWER_WORDS = {
-    "latency", "lat", "time", "elapsed", "duration", "walltime", "wall",
-    "runtime", "us", "usec", "ms", "ns", "seconds", "delay",
-}
-
-
-def direction_of(name: str, unit: str) -> Direction:
-    """``"higher"`` if a larger value is better (bandwidth, rate), ``"lower"``
-    if smaller is better (latency, time).
-
-    The unit decides when it can (``MB/s`` is a rate whatever the variable is
-    called); the variable name is the fallback for units that carry no
-    direction (``""``, ``%``, ``count``).  Raises ValueError when neither tells,
-    because guessing would silently invert a verdict.
-    """
-    u = (unit or "").strip().lower().replace(" ", "")
-    if u:
-        if re.search(r"/(s|sec|second)$", u) or u in _HIGHER_UNITS or u.endswith("ops/s"):
-            return HIGHER
-        if u in _LOWER_UNITS:
-            return LOWER
-    words = set(re.split(r"[^a-z0-9]+", (name or "").lower())) - {""}
-    higher, lower = bool(words & _HIGHER_WORDS), bool(words & _LOWER_WORDS)
-    if higher != lower:
-        return HIGHER if higher else LOWER
-    raise ValueError(f"cannot tell whether higher or lower is better for "
-                     f"{name!r} in {unit!r}")
-
 
 def _check_direction(direction: str) -> str:
     if direction not in DIRECTIONS:

@@ -1,6 +1,7 @@
 """The health table printed at the end of a run and by ``hpc-health report``."""
 
 import math
+import re
 
 COLUMNS = ("check", "partition", "environ", "variable", "value", "reference",
            "bounds", "dev %", "MDC %", "verdict")
@@ -52,15 +53,36 @@ def render(verdicts, show_reasons=True):
     for r in body:
         lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     if show_reasons:
-        notes = [(v.measurement.check, v.verdict, v.reason) for v in verdicts
-                 if v.verdict not in ("PASS", "NO-REFERENCE") and v.reason]
-        seen = set()
-        for check, verdict, reason in notes:
-            if (check, reason) in seen:
-                continue
-            seen.add((check, reason))
-            lines.append(f"{verdict}: {check}: {reason}")
+        lines += notes(verdicts)
     return "\n".join(lines)
+
+
+# "OsuBuild skipped: <reason>": a dependent's reason is its build's.
+_INHERITED = re.compile(r"^\w+ (skipped|failed): ")
+
+
+def notes(verdicts):
+    """One line per reason, naming the checks it holds for: 20 checks
+    skipped for want of Spack are one line, not twenty."""
+    groups = {}
+    for v in verdicts:
+        if v.verdict in ("PASS", "NO-REFERENCE") or not v.reason:
+            continue
+        reason = _INHERITED.sub("", v.reason) if v.verdict == "SKIPPED" else v.reason
+        checks = groups.setdefault((v.verdict, reason), [])
+        name = v.measurement.check
+        if v.verdict in ("DEGRADED", "IMPROVED", "XFAIL", "OUTLIER") and v.measurement.variable:
+            name = f"{name} {v.measurement.variable}"
+        if name not in checks:
+            checks.append(name)
+    lines = []
+    for (verdict, reason), checks in groups.items():
+        if len(checks) == 1:
+            lines.append(f"{verdict}: {checks[0]}: {reason}")
+        else:
+            lines.append(f"{verdict} ({len(checks)}): {reason}")
+            lines.append(f"    {', '.join(checks)}")
+    return lines
 
 
 def summary(verdicts):

@@ -7,7 +7,8 @@ significantly so given the noise the reference was captured with),
 ``NO-REFERENCE`` (a figure nobody has said what to expect of; never a silent
 pass), ``SKIPPED`` (the check could not run here; the reason is given),
 ``OUTLIER`` (``--per-node``: this node is worse than its peers in the same
-run, see :mod:`hpc_health.pernode`).
+run, see :mod:`hpc_health.pernode`), ``XFAIL`` (worse, as the reference's
+``$xfail`` says is known).
 
 Only DEGRADED, FAIL and OUTLIER are failures: they make ``hpc-health run``
 exit 1.
@@ -19,10 +20,12 @@ alarms are controlled over the run, not per variable.
 from dataclasses import dataclass
 from typing import Optional
 
-from hpc_health import stats
+from hpc_health import hardware, stats
+from hpc_health.figures import DIRECTIONS
 
-PASS, DEGRADED, IMPROVED, FAIL, NO_REFERENCE, SKIPPED, OUTLIER = (
-    "PASS", "DEGRADED", "IMPROVED", "FAIL", "NO-REFERENCE", "SKIPPED", "OUTLIER")
+from hpc_health.stats import DEGRADED, IMPROVED, NO_REFERENCE, PASS  # noqa: F401
+
+FAIL, SKIPPED, OUTLIER, XFAIL = "FAIL", "SKIPPED", "OUTLIER", "XFAIL"
 FAILING = {DEGRADED, FAIL, OUTLIER}
 
 # Provenance fields of a reference file that describe its noise.
@@ -42,8 +45,8 @@ class Verdict:
 
 
 def stats_reference(m, provenance=None):
-    """The reference ReFrame applied (from the report) plus the noise our
-    reference file recorded beside it."""
+    """The measurement's reference plus the noise our reference file
+    recorded beside it."""
     prov = provenance or {}
     noise = {k: prov[k] for k in _NOISE_FIELDS if k in prov}
     runs = prov.get("runs")
@@ -54,46 +57,77 @@ def stats_reference(m, provenance=None):
 
 
 def _early(m):
-    """Verdicts that need no statistics."""
+    """Verdicts that need no reference."""
     if m.result == "skip":
         return Verdict(m, SKIPPED, reason=_first_line(m.fail_reason) or "skipped")
     if m.variable is None or (m.result in ("fail", "abort") and m.fail_phase != "performance"):
         phase = m.fail_phase or m.result
         return Verdict(m, FAIL, reason=f"{phase}: {_first_line(m.fail_reason) or 'failed'}")
     if m.value is None:
-        return Verdict(m, FAIL, reason="no value")
+        return Verdict(m, FAIL, reason=_first_line(m.fail_reason) or "no value")
     finite, dropped = stats.clean(m.samples or [m.value])
     if finite.size == 0:
         # STREAM prints inf for arrays too small to time: not a figure.
         return Verdict(m, FAIL, reason=f"no finite value ({dropped} non-finite sample(s))")
-    if m.ref is None:
-        return Verdict(m, NO_REFERENCE, reason="no reference for this variable")
+    if m.better not in DIRECTIONS:
+        return Verdict(m, FAIL, reason="the check declares no direction for this figure "
+                                       "(Figure.better): it cannot be judged")
     return None
 
 
-def judge_all(measurements, refs=None, alpha=stats.ALPHA):
+def _reference(m, refs, run_hardware):
+    """(reference, provenance, why there is none) for a measurement, from
+    the site's reference file when there is one (both bounds: ReFrame was
+    handed only the worse one), else what ReFrame applied."""
+    if m.note:
+        return None, {}, m.note
+    if refs is None:
+        return (m.ref, None), {}, None if m.ref is not None else "no reference for this figure"
+    measured_on = refs.hardware.get(m.partition_fullname)
+    here = (run_hardware or {}).get(m.partition_fullname)
+    if measured_on and here and not hardware.same(measured_on, here):
+        return None, {}, (f"reference measured on {hardware.describe(measured_on)}, "
+                          f"this is {hardware.describe(here)}")
+    r = refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable)
+    if r is None:
+        return None, {}, "no reference for this figure"
+    m.ref, m.lower, m.upper = r.value, r.lower, r.upper
+    return (r.value, r.xfail), r.provenance, None
+
+
+def judge_all(measurements, refs=None, run_hardware=None, alpha=stats.ALPHA, baseline=""):
     """Verdicts for all measurements of one run.
 
-    *refs* (a :class:`hpc_health.references.ReferenceSet`) supplies the noise
-    recorded with each reference; without it the verdict falls back to the
-    bounds alone and says so.
+    *refs* (a :class:`hpc_health.references.ReferenceSet`) supplies both
+    bounds and the noise recorded with each reference; *run_hardware*
+    ({partition: hardware}) what this run ran on, so that no figure is
+    judged against a reference measured on other hardware.  A figure that
+    cannot be judged gets its own FAIL; the others are still judged.
+    *baseline* ("baseline 2/5") is said of every figure without reference.
     """
     out = [_early(m) for m in measurements]
-    pending = [i for i, v in enumerate(out) if v is None]
-    items, provs = [], []
-    for i in pending:
-        m = measurements[i]
-        prov = {}
-        if refs is not None:
-            r = refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable)
-            prov = r.provenance if r is not None else {}
+    pending, items, provs, xfails = [], [], [], []
+    for i, m in enumerate(measurements):
+        if out[i] is not None:
+            continue
+        found, prov, why = _reference(m, refs, run_hardware)
+        if found is None or found[0] is None:
+            reason = "; ".join(r for r in (why, baseline) if r)
+            out[i] = Verdict(m, NO_REFERENCE, reason=reason)
+            continue
+        pending.append(i)
         provs.append(prov)
-        direction = stats.direction_of(m.variable, m.unit)
-        items.append((stats_reference(m, prov), m.samples or [m.value], direction))
-    for i, prov, res in zip(pending, provs, stats.decide_many(items, alpha) if items else []):
+        xfails.append(found[1])
+        items.append((stats_reference(m, prov), m.samples or [m.value], m.better))
+    for i, prov, xfail, res in zip(pending, provs, xfails,
+                                   stats.decide_many(items, alpha) if items else []):
         m = measurements[i]
-        out[i] = Verdict(m, res.verdict, deviation=res.deviation,
-                         reason=res.reason + _rounds_note(m, prov),
+        verdict, reason = res.verdict, res.reason + _rounds_note(m, prov)
+        if xfail and verdict == DEGRADED:
+            verdict, reason = XFAIL, f"known issue ($xfail): {xfail}; {reason}"
+        elif xfail:
+            reason = f"expected to fail ($xfail: {xfail}) but did not: remove the $xfail; {reason}"
+        out[i] = Verdict(m, verdict, deviation=res.deviation, reason=reason,
                          mdc=res.mdc, p_value=res.p_value, method=res.method)
     return out
 

@@ -25,11 +25,13 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
                                    sanity_function, variable)
 from reframe.core.exceptions import SanityError
 
-from hpc_health.checklib import darshan, site
-from hpc_health.checklib.samples import PerfSamples, location
+from hpc_health.checklib import darshan
 from hpc_health.checklib.benchmarks import (IOR_MODES, Insane, IorBuild, check_ior_summary,
-                                  check_mdtest, darshan_enabled, ior_options,
-                                  mdtest_options, shell_path)
+                                            check_mdtest, ior_options, mdtest_options)
+from hpc_health.checklib.check import HealthCheck, num_nodes, ranks_per_node, settings
+from hpc_health.checklib.launches import RepeatedLaunches
+from hpc_health.checklib.shell import shell_path
+from hpc_health.figures import HIGHER, LOWER, Figure
 from hpc_health.parsers import ParseError
 from hpc_health.parsers.ior import parse_ior
 from hpc_health.parsers.mdtest import parse_mdtest
@@ -38,17 +40,29 @@ _DIR_VAR = 'HPC_HEALTH_IO_DIR'
 _SUMMARY = 'io-summary.txt'
 
 
-class IoBase(site.SiteReferences, site.RecordedSkip, PerfSamples,
-             rfm.RunOnlyRegressionTest):
+def darshan_figures(module, with_bytes=True):
+    """What Darshan saw in *module* ('POSIX', 'MPI-IO'): one sample per run
+    (one log), ``None`` where Darshan measured nothing for the pattern."""
+    prefix = darshan.MODULES[module]
+    kinds = [('io_time_slowest_rank', 's', LOWER), ('meta_time', 's', LOWER),
+             ('rank_time_ratio', 'ratio', LOWER)]
+    if with_bytes:
+        # Fewer bytes than asked is lost I/O; more is refused by sanity.
+        kinds.insert(0, ('bytes', 'B', HIGHER))
+    where = {} if module == 'POSIX' else {'mode': 'mpiio_collective'}
+    return [Figure(f'{prefix}_{key}', unit, better,
+                   lambda figs, m=module, k=key: figs[m][k], where=where,
+                   source='darshan_outputs') for key, unit, better in kinds]
+
+
+class IoBase(HealthCheck):
     ior = fixture(IorBuild, scope='environment')
     valid_systems = ['+mpi']
     valid_prog_environs = ['+mpi']
-    maintainers = ['hpc-health']
     exclusive_access = True
     time_limit = '30m'
 
-    #: Instrument with Darshan.  Unset: the site setting ``ior.darshan``,
-    #: else ``True``.
+    #: Instrument with Darshan.  Unset: the site setting ``ior.darshan``.
     #:
     #: :type: :class:`bool` or :obj:`None`
     #: :default: :obj:`None`
@@ -56,8 +70,7 @@ class IoBase(site.SiteReferences, site.RecordedSkip, PerfSamples,
 
     #: Bytes the POSIX module may show beyond the benchmark's own: the MPI
     #: library writes a few hundred bytes to its shared-memory backing files
-    #: (``/tmp/ompi.*``).  Unset: the site setting ``ior.posix_allowance``,
-    #: else 65536.
+    #: (``/tmp/ompi.*``).  Unset: the site setting ``ior.posix_allowance``.
     #:
     #: :type: :class:`int` or :obj:`None`
     #: :default: :obj:`None`
@@ -78,20 +91,15 @@ class IoBase(site.SiteReferences, site.RecordedSkip, PerfSamples,
 
     @run_after('setup')
     def set_tasks(self):
-        scratch = site.settings(self).get('scratch')
+        scratch = settings(self).get('scratch')
         part = self.current_partition.name
         self.skip_for(not scratch, f'no scratch directory for partition {part} '
                                    f'(site setting partitions.{part}.scratch)')
         self.io_dir_prefix = os.path.join(scratch, self.dir_name)
-        cfg = site.section(self, self.settings_section)
-        self.num_tasks_per_node = int(cfg.get('ranks_per_node') or site.ranks_per_node(self))
-        self.num_tasks = self.num_tasks_per_node * site.num_nodes(self)
-        ior_cfg = site.section(self, 'ior')
-        if self.use_darshan is None:
-            self.use_darshan = darshan_enabled(ior_cfg)
-        if self.posix_allowance is None:
-            allowance = ior_cfg.get('posix_allowance')
-            self.posix_allowance = 65536 if allowance is None else int(allowance)
+        cfg = settings(self)[self.settings_section]
+        self.num_tasks_per_node = cfg.get('ranks_per_node') or ranks_per_node(self)
+        self.num_tasks = self.num_tasks_per_node * num_nodes(self)
+        self.fill_from_settings('ior', use_darshan='darshan', posix_allowance='posix_allowance')
         self.keep_files = [_SUMMARY]
         if self.use_darshan:
             self.keep_files += [darshan.LOG, darshan.PARSED]
@@ -148,30 +156,11 @@ class IoBase(site.SiteReferences, site.RecordedSkip, PerfSamples,
         with open(os.path.join(self.stagedir, _SUMMARY), 'w') as fp:
             fp.write('\n'.join(lines) + '\n')
 
-    def darshan_perf_variables(self, with_bytes=True):
-        """Darshan's figures per module; *with_bytes* False where the
-        benchmark moves no data (a constant 0 makes no reference)."""
+    def darshan_outputs(self):
+        """Darshan's figures per module, one sample (the run's one log)."""
         if not self.use_darshan:
-            return {}
-        pv = {}
-        units = {'bytes': 'B', 'io_time_slowest_rank': 's', 'meta_time': 's',
-                 'rank_time_ratio': 'ratio'}
-        if not with_bytes:
-            del units['bytes']
-        for module in self.darshan_modules():
-            prefix = darshan.MODULES[module]
-            figures = (dict.fromkeys(units, 0) if self.is_dry_run()
-                       else darshan.figures(self._darshan, module))
-            for key, unit in units.items():
-                if figures[key] is None:
-                    continue  # not measured by Darshan for this access pattern
-                pv[f'{prefix}_{key}'] = sn.make_performance_function(
-                    self._darshan_figure(module, key), unit)
-        return pv
-
-    @sn.deferrable
-    def _darshan_figure(self, module, key):
-        return darshan.figures(self._darshan, module)[key]
+            return []
+        return [{m: darshan.figures(self._darshan, m) for m in self.darshan_modules()}]
 
     def require_success(self, tool):
         if self.job.exitcode:
@@ -206,6 +195,10 @@ class IoBase(site.SiteReferences, site.RecordedSkip, PerfSamples,
         return ('; stderr: ' + ' | '.join(lines[-5:])) if lines else ''
 
 
+def _ior(op, key):
+    return lambda it: it[op].get(key)
+
+
 @rfm.simple_test
 class IorBandwidth(IoBase):
     """Write and read bandwidth, open and close times (each repetition a
@@ -228,6 +221,11 @@ class IorBandwidth(IoBase):
     segments = variable(int, type(None), value=None)
     repetitions = variable(int, type(None), value=None)
 
+    figures = [Figure(f'{op}_bw', 'MiB/s', HIGHER, _ior(op, 'bw_mib')) for op in ('write', 'read')]
+    # Older IOR versions print no open/close times (then not reported).
+    figures += [Figure(f'{op}_{phase}_time', 's', LOWER, _ior(op, f'{phase}_time_s'))
+                for op in ('write', 'read') for phase in ('open', 'close')]
+    figures += darshan_figures('POSIX') + darshan_figures('MPI-IO')
     descr = 'IOR write/read bandwidth in the scratch file system'
     tags = {'io', 'ior'}
     dir_name = 'hpc-health-ior'
@@ -238,11 +236,8 @@ class IorBandwidth(IoBase):
 
     @run_before('run')
     def set_command(self):
-        cfg = site.section(self, 'ior')
-        self.block_size = self.block_size or cfg.get('block_size') or '16m'
-        self.transfer_size = self.transfer_size or cfg.get('transfer_size') or '1m'
-        self.segments = self.segments or int(cfg.get('segments') or 4)
-        self.repetitions = self.repetitions or int(cfg.get('repetitions') or 3)
+        self.fill_from_settings('ior', block_size='block_size', transfer_size='transfer_size',
+                                segments='segments', repetitions='repetitions')
         opts = ior_options(self.mode, self.block_size, self.transfer_size, self.segments,
                            self.repetitions, f'"${_DIR_VAR}/testfile"', self.summary_file)
         self.keep_files.append('ior-summary.json')
@@ -285,104 +280,75 @@ class IorBandwidth(IoBase):
         self.write_summary(lines)
         return True
 
-    @run_before('performance')
-    def set_perf_variables(self):
-        # Each repetition (-i) is a sample; the figure is their location.
-        pv = {}
-        for op in ('write', 'read'):
-            pv[f'{op}_bw'] = sn.make_performance_function(self._figure(op, 'bw_mib'),
-                                                          'MiB/s')
-            for phase in ('open', 'close'):
-                # Older IOR versions print no open/close times.
-                if (self.is_dry_run() or
-                        self._ior['operations'][op].get(f'{phase}_time_s') is not None):
-                    pv[f'{op}_{phase}_time'] = sn.make_performance_function(
-                        self._figure(op, f'{phase}_time_s'), 's')
-        pv.update(self.darshan_perf_variables())
-        self.perf_variables = pv
+    def outputs(self):
+        """Each repetition (-i) is a sample: {'write': {...}, 'read': {...}}."""
+        ops = self._ior['operations']
+        return [{op: {k[:-len('_iterations')]: vals[i] for k, vals in ops[op].items()
+                      if k.endswith('_iterations')} for op in ('write', 'read')}
+                for i in range(len(ops['write']['bw_mib_iterations']))]
 
-    @sn.deferrable
-    def _figure(self, op, key):
-        return location(self._ior['operations'][op][f'{key}_iterations'])
 
-    def perf_samples(self):
-        out = {}
-        for op in ('write', 'read'):
-            figures = self._ior['operations'][op]
-            for var, key in (('bw', 'bw_mib'), ('open_time', 'open_time_s'),
-                             ('close_time', 'close_time_s')):
-                if f'{key}_iterations' in figures:
-                    out[f'{op}_{var}'] = figures[f'{key}_iterations']
-        return out
+#: mdtest's rate rows that are figures.
+MDTEST_PHASES = ('directory_creation', 'directory_stat', 'directory_removal',
+                 'file_creation', 'file_stat', 'file_removal')
 
 
 @rfm.simple_test
-class MdtestRates(IoBase):
+class MdtestRates(IoBase, RepeatedLaunches):
     """File and directory creation, stat and removal rates (mdtest, from the
-    IOR build), with Darshan's metadata time."""
+    IOR build; each launch one sample), with Darshan's metadata time of the
+    last launch."""
 
-    #: Files and directories per rank (``-n``), iterations (``-i``) and bytes
-    #: written to each file (``-w``).  Unset: the site settings
-    #: ``mdtest.items``, ``mdtest.iterations``, ``mdtest.write_bytes``, else
-    #: 1000, 1 and 0.
-    #:
-    #: :type: :class:`int` or :obj:`None`
-    #: :default: :obj:`None`
+    #: Files and directories per rank (``-n``), launches (each a sample) and
+    #: bytes written to each file (``-w``).  Unset: the site settings
+    #: ``mdtest.items``, ``mdtest.samples``, ``mdtest.write_bytes``.
     items = variable(int, type(None), value=None)
-    iterations = variable(int, type(None), value=None)
+    samples = variable(int, type(None), value=None)
     write_bytes = variable(int, type(None), value=None)
 
+    figures = [Figure(p, 'ops/s', HIGHER, lambda out, p=p: out['rates'][p]['mean'])
+               for p in MDTEST_PHASES] + darshan_figures('POSIX', with_bytes=False)
     descr = 'mdtest metadata rates in the scratch file system'
     tags = {'io', 'mdtest'}
     dir_name = 'hpc-health-mdtest'
     settings_section = 'mdtest'
 
-    #: mdtest's rate rows reported as performance variables.
-    PHASES = ('directory_creation', 'directory_stat', 'directory_removal',
-              'file_creation', 'file_stat', 'file_removal')
-
     @run_before('run')
     def set_command(self):
-        cfg = site.section(self, 'mdtest')
-        if self.items is None:
-            self.items = int(cfg.get('items') or 1000)
-        if self.iterations is None:
-            self.iterations = int(cfg.get('iterations') or 1)
-        if self.write_bytes is None:
-            self.write_bytes = int(cfg.get('write_bytes') or 0)
-        opts = mdtest_options(self.items, self.iterations, f'"${_DIR_VAR}/tree"',
-                              self.write_bytes, self.num_tasks_per_node,
-                              site.num_nodes(self))
+        self.fill_from_settings('mdtest', items='items', samples='samples',
+                                write_bytes='write_bytes')
+        opts = mdtest_options(self.items, 1, f'"${_DIR_VAR}/tree"', self.write_bytes,
+                              self.num_tasks_per_node, num_nodes(self))
         self.launch(os.path.join(self.ior.prefix('ior'), 'bin', 'mdtest'), opts)
 
+    def relaunch_cmds(self):
+        # Darshan's log is the last launch's: each launch writes its own.
+        return [f'rm -f {shlex.quote(self.darshan_log)}']
+
     @functools.cached_property
-    def _mdtest(self):
-        try:
-            with open(os.path.join(self.stagedir, sn.evaluate(self.stdout))) as fp:
-                return parse_mdtest(fp.read())
-        except (OSError, ParseError) as err:
-            raise SanityError(f'mdtest output: {err}') from None
+    def _launches(self):
+        parsed = []
+        for i, body in enumerate(self.launch_outputs('mdtest'), 1):
+            try:
+                parsed.append(parse_mdtest(body))
+            except ParseError as err:
+                raise SanityError(f'mdtest output, launch {i}: {err}') from None
+        return parsed
+
+    def outputs(self):
+        return self._launches
 
     @sanity_function
     def complete(self):
         self.require_success('mdtest')
-        out = self._mdtest
-        self.consistent(check_mdtest, out, self.num_tasks, self.items, self.PHASES)
-        lines = [f'mdtest {out["version"]}: {out["tasks"]} ranks, {out["items"]} items, '
-                 f'{out["iterations"]} iteration(s)']
-        lines += [f'{p}: {out["rates"][p]["mean"]} ops/s' for p in self.PHASES]
-        written = self.write_bytes * out['items'] * out['iterations']
+        lines = []
+        for out in self.outputs():
+            self.consistent(check_mdtest, out, self.num_tasks, self.items, MDTEST_PHASES)
+            lines.append(f'mdtest {out["version"]}: {out["tasks"]} ranks, {out["items"]} '
+                         'items: ' + ', '.join(f'{p} {out["rates"][p]["mean"]} ops/s'
+                                               for p in MDTEST_PHASES))
+        written = self.write_bytes * self.items * self.num_tasks
         # mdtest reads back what it wrote only with -e; we never pass it.
         self.check_darshan_bytes(('POSIX', written, 0, self.posix_allowance))
         self.write_summary(lines)
         return True
-
-    @run_before('performance')
-    def set_perf_variables(self):
-        pv = {p: sn.make_performance_function(self._rate(p), 'ops/s') for p in self.PHASES}
-        pv.update(self.darshan_perf_variables(with_bytes=self.write_bytes > 0))
-        self.perf_variables = pv
-
-    @sn.deferrable
-    def _rate(self, phase):
-        return self._mdtest['rates'][phase]['mean']

@@ -18,9 +18,13 @@ def series(name):
         return [float(r["value"]) for r in csv.DictReader(fp)]
 
 
+# What these recorded figures' checks declare as better.
+BETTER = {"MB/s": "higher", "MiB/s": "higher", "us": "lower", "s": "lower"}
+
+
 def case(test, var, value, unit, *, system="local", partition="default",
              environ="gnu-mpi", params=None, ref=None, outputdir=None,
-             result="pass", fail_phase=None, fail_reason=None):
+             result="pass", fail_phase=None, fail_reason=None, better=None):
     params = params or {}
     name = " ".join([test] + [f"%{k}={v}" for k, v in params.items()])
     ref_tuple = [0, None, None] if ref is None else list(ref)
@@ -28,6 +32,7 @@ def case(test, var, value, unit, *, system="local", partition="default",
           "system": system, "partition": partition, "environ": environ,
           "result": result, "fail_phase": fail_phase, "fail_reason": fail_reason,
           "fixture": False, "job_nodelist": ["node1"], "outputdir": outputdir,
+          "figure_better": {var: better or BETTER[unit]},
           "perfvalues": {} if value is None else
           {f"{system}:{partition}:{var}": [value, *ref_tuple, unit, "pass"]}}
     tc.update(params)

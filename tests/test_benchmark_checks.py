@@ -151,10 +151,15 @@ def test_osu_device_buffers_and_pairs():
     assert bm.osu_options("osu_mbw_mr", [8, 65536], pairs=4)[-2:] == ["-p", "4"]
 
 
-def test_osu_sizes_from_settings_or_defaults():
-    assert bm.osu_sizes({}, "osu_latency") == [8, 4096]
-    assert bm.osu_sizes({"sizes": {"latency": [4096, 1]}}, "osu_latency") == [1, 4096]
-    assert bm.osu_sizes({"sizes": {"bw": [1024]}}, "osu_latency") == [8, 4096]
+def test_osu_sizes_come_from_the_schema_defaults_unless_the_site_sets_them():
+    schema = sites.SITE_SCHEMA["properties"]["partitions"]["additionalProperties"]
+    fill = lambda part: sites.with_defaults(schema, part)["osu"]["sizes"]  # noqa: E731
+    assert fill({})["latency"] == [8, 4096]
+    assert fill({"osu": {"sizes": {"latency": [1, 4096]}}})["latency"] == [1, 4096]
+    assert fill({"osu": {"sizes": {"bw": [1024]}}})["latency"] == [8, 4096]
+    # null means the default, everywhere
+    assert fill({"osu": {"sizes": {"latency": None}}})["latency"] == [8, 4096]
+    assert sites.with_defaults(schema, {"kernels": {"samples": None}})["kernels"]["samples"] == 5
 
 
 def test_osu_binary_layouts(tmp_path):
@@ -200,13 +205,6 @@ def test_osu_sanity_fails_on_a_failed_validation():
     out = parse_osu(VALIDATED_ALLREDUCE)
     with pytest.raises(Insane, match=r"validation failed at sizes \[16\]"):
         bm.check_osu_table(out, "osu_allreduce", [8, 16], validate=True)
-
-
-def test_inter_node_variant_skip_reason_names_the_setting():
-    osu = _load_check("osu")
-    assert osu.inter_node_skip_reason(2, "cpu") is None
-    reason = osu.inter_node_skip_reason(1, "default")
-    assert "needs 2 nodes" in reason and "partitions.default.nodes" in reason
 
 
 # ----------------------------------------------------------------- IOR, mdtest
@@ -266,7 +264,7 @@ SUMMARY rate: (of 1 iterations)
 @pytest.mark.parametrize("text,items", [(MDTEST_330, 100), (None, 200)])
 def test_mdtest_sanity(text, items):
     out = parse_mdtest(text or read("ior/mdtest_np2_n200.txt"))
-    phases = _load_check("ior").MdtestRates.PHASES
+    phases = _load_check("ior").MDTEST_PHASES
     bm.check_mdtest(out, 2, items, phases)
     with pytest.raises(Insane, match="items"):
         bm.check_mdtest(out, 2, items + 1, phases)
@@ -406,6 +404,10 @@ def _site_copy(tmp_path, name="local"):
 def _edit(site_dir, change):
     path = site_dir / "site.yaml"
     doc = yaml.safe_load(path.read_text())
+    part = doc["partitions"]["default"]
+    for section in ("osu", "stream", "ior"):
+        part.setdefault(section, {})
+    part["osu"].setdefault("sizes", {})
     change(doc)
     path.write_text(yaml.safe_dump(doc))
 
@@ -423,6 +425,7 @@ def test_sites_validate(site):
      "sets stream_array_size"),
     (lambda d: d["partitions"]["default"]["osu"].update(sizez={}), "unknown key"),
     (lambda d: d["partitions"]["default"]["ior"].update(block_size="16 MB"), "does not match"),
+    (lambda d: d["partitions"]["default"].update(hardware="probe"), "is not valid"),
     (lambda d: d["spack"].update(develop={"stream": "/src/STREAM"}), "does not match"),
 ])
 def test_bad_benchmark_settings_are_refused_with_their_key(tmp_path, change, message):
@@ -462,7 +465,7 @@ def _load_lib(name):
 
 def test_repeated_runs_split_at_their_markers_and_parse_alone():
     import re
-    from hpc_health.checklib.samples import sections
+    from hpc_health.checklib.launches import sections
     from hpc_health.parsers import ParseError
     from hpc_health.parsers.osu import parse_osu, value_at
     from hpc_health.checklib.launches import MARK

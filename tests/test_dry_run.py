@@ -132,14 +132,14 @@ def test_build_scripts_ensure_the_spack_environments(dry_run):
     for part, env in combos(config):
         key = part["name"], env["name"]
         cfg = settings(site, part)
-        stream_cfg = cfg.get("stream") or {}
+        # The site's settings with the schema's defaults filled in.
+        stream_cfg, ior_cfg = cfg["stream"], cfg["ior"]
         size = stream_cfg.get("array_size") or bm.stream_array_size(part["processor"])
         expected = {
-            "StreamBuild": [bm.stream_spec(stream_cfg.get("spec") or bm.STREAM_SPEC, size,
-                                           stream_cfg.get("ntimes") or bm.STREAM_NTIMES)],
-            "OsuBuild": [(cfg.get("osu") or {}).get("spec") or bm.OSU_SPEC],
-            "IorBuild": [(cfg.get("ior") or {}).get("spec") or bm.IOR_SPEC,
-                         bm.DARSHAN_RUNTIME_SPEC, bm.DARSHAN_UTIL_SPEC],
+            "StreamBuild": [bm.stream_spec(stream_cfg["spec"], size, stream_cfg["ntimes"])],
+            "OsuBuild": [cfg["osu"]["spec"]],
+            "IorBuild": [ior_cfg["spec"], ior_cfg["darshan_runtime_spec"],
+                         ior_cfg["darshan_util_spec"]],
         }
         for fixture, specs in expected.items():
             tc = cases[(fixture, *key)]
@@ -216,7 +216,7 @@ def test_osu_jobs(dry_run):
         prefix = placeholder(part, env, "osu", "osu-micro-benchmarks")
         device = osu_cfg.get("device")
         for bench in ("osu_latency", "osu_bw", "osu_bibw"):
-            sizes = bm.osu_sizes(osu_cfg, bench)
+            sizes = sorted(osu_cfg["sizes"][bench.replace("osu_", "")])
             tc = cases[(f"OsuPointToPoint %benchmark={bench} %placement=intra_node",
                         part["name"], env["name"])]
             line = launch_line(script(tc, "job"), bench)
@@ -243,6 +243,13 @@ def test_osu_jobs(dry_run):
             assert " -f" in line
             if part["scheduler"] == "slurm":
                 assert f"#SBATCH --ntasks={ntasks}" in script(tc, "job")
+        put = cases[("OsuPutLatency %placement=intra_node", part["name"], env["name"])]
+        line = launch_line(script(put, "job"), "osu_put_latency")
+        exe = f'"{prefix}/libexec/osu-micro-benchmarks/mpi/one-sided/osu_put_latency"'
+        sizes = osu_cfg["sizes"]["latency"]
+        assert line.startswith(expected_launcher(part, 2) + exe), line
+        # OSU 7.4's one-sided tests refuse -c.
+        assert f"-m {min(sizes)}:{max(sizes)}" in line and " -c" not in line
         mr = cases[("OsuMessageRate %placement=intra_node", part["name"], env["name"])]
         line = launch_line(script(mr, "job"), "osu_mbw_mr")
         pairs = osu_cfg.get("pairs") or max(1, ranks_per_node(site, part) // 2)

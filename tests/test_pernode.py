@@ -11,7 +11,8 @@ LAT = series("osu_latency_4KiB")
 def _m(node, samples, var="triad", unit="MB/s"):
     return Measurement(test="StreamTriad", check="StreamTriad", system="s", partition="p",
                        environ="e", variable=var, value=sorted(samples)[len(samples) // 2],
-                       unit=unit, nodes=[node], samples=list(samples))
+                       unit=unit, nodes=[node], samples=list(samples),
+                       better="lower" if unit == "us" else "higher")
 
 
 def test_two_identical_nodes_name_none():

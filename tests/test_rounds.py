@@ -3,7 +3,9 @@ a failure in any round is a failure; retries keep their own meaning."""
 
 import json
 
-from hpc_health import capture, results, runner, sites, verdicts
+import pytest
+
+from hpc_health import capture, results, runner, sites, stats, verdicts
 from store_fixtures import case
 
 ROUNDS_CMD = "reframe -C x --system s --distribute=all --reruns=2 -r"
@@ -40,7 +42,9 @@ def test_rounds_pool_samples_and_outvote_one_disturbed_round(tmp_path):
     by_node = {m.node: m for m in ms}
     assert by_node["node01"].rounds == 3
     assert sorted(by_node["node01"].samples) == sorted([3000, 3100, 2900] + [1000, 1010, 990] * 2)
-    assert by_node["node01"].value == 1000          # median of the rounds' figures
+    # The figure shown is the one the verdict judges: the location of every
+    # round's samples (it used to be the median of the rounds' figures).
+    assert by_node["node01"].value == pytest.approx(stats.location(by_node["node01"].samples))
     vs = verdicts.node_outliers(verdicts.judge_all(ms, None), min_change=0.5)
     named = {v.measurement.node for v in vs if v.verdict == verdicts.OUTLIER}
     assert named == {"node02"}
@@ -116,7 +120,8 @@ def test_other_runs_and_captures_take_the_sites_rounds():
 
 def test_references_record_their_rounds_and_a_run_with_fewer_is_told(tmp_path):
     key = ("HaloExchange", ("$partition", "$environ"), ("s:p", "e"), "time_1MiB")
-    found = {key: {"unit": "us", "runs": ["a", "b"], "samples_by_run": [[10, 11, 10.5], [10.2, 10.8]]}}
+    found = {key: {"unit": "us", "better": "lower", "runs": ["a", "b"],
+                   "samples_by_run": [[10, 11, 10.5], [10.2, 10.8]]}}
     assert "rounds" not in capture.propose(found, rounds=[1, 1])[key]["provenance"]
     prov = capture.propose(found, rounds=[4, 4])[key]["provenance"]
     assert prov["rounds"] == 4

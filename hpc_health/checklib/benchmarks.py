@@ -9,20 +9,12 @@ the fixtures read the site settings (``partitions.<p>.{stream,osu,ior}`` in
 import glob
 import math
 import os
-import shlex
 
 from reframe.core.builtins import run_after, variable
 
-from hpc_health.checklib import site
+from hpc_health.checklib.check import settings
 from hpc_health.checklib.builds import SpackBuild
 
-def shell_path(path):
-    """*path* as one shell word.  A dry run's placeholder prefix is a command
-    substitution, which must stay expandable (double quotes)."""
-    path = str(path)
-    if '$(' in path:
-        return '"' + path.replace('\\', '\\\\').replace('"', '\\"') + '"'
-    return shlex.quote(path)
 
 
 def with_toolchain(test, specs):
@@ -39,8 +31,6 @@ def with_toolchain(test, specs):
 
 # ----------------------------------------------------------------- STREAM
 
-STREAM_SPEC = 'stream +openmp'
-STREAM_NTIMES = 20
 #: STREAM's own default; smaller arrays only measure the caches of a node
 #: whose topology is unknown.
 STREAM_MIN_ARRAY = 10_000_000
@@ -126,19 +116,19 @@ class StreamBuild(SpackBuild):
     #: Repetitions of each kernel (site setting ``stream.ntimes``).
     #:
     #: :type: :class:`int`
-    #: :default: ``20``
-    ntimes = variable(int, value=STREAM_NTIMES)
+    #: :default: ``0`` (set at setup)
+    ntimes = variable(int, value=0)
 
     @run_after('setup')
     def set_spec(self):
-        cfg = site.section(self, 'stream')
+        cfg = settings(self)['stream']
         self.array_size = int(cfg.get('array_size') or
                               stream_array_size(self.current_partition.processor) or 0)
         self.skip_for(not self.array_size,
                      'the processor topology of this partition gives no cache sizes; '
                      'set stream.array_size in the site settings')
-        self.ntimes = int(cfg.get('ntimes') or STREAM_NTIMES)
-        spec = stream_spec(cfg.get('spec') or STREAM_SPEC, self.array_size, self.ntimes)
+        self.ntimes = cfg['ntimes']
+        spec = stream_spec(cfg['spec'], self.array_size, self.ntimes)
         self.spack_specs = with_toolchain(self, [spec])
 
     def binary(self):
@@ -149,26 +139,9 @@ class StreamBuild(SpackBuild):
 
 # ----------------------------------------------------------------- OSU
 
-OSU_SPEC = 'osu-micro-benchmarks'
-#: Gated message sizes per benchmark (bytes), unless the site says otherwise.
-OSU_SIZES = {
-    'latency': [8, 4096],
-    'bw': [65536, 4194304],
-    'bibw': [65536, 4194304],
-    'mbw_mr': [8, 65536],
-    'allreduce': [8, 1048576],
-    'alltoall': [8, 65536],
-    'bcast': [8, 1048576],
-}
-PT2PT = ('osu_latency', 'osu_bw', 'osu_bibw', 'osu_mbw_mr')
 COLLECTIVES = ('osu_barrier', 'osu_allreduce', 'osu_alltoall', 'osu_bcast')
-
-
-def osu_sizes(settings, benchmark):
-    """Gated sizes of *benchmark* ('osu_bw' or 'bw'), sorted."""
-    short = benchmark.replace('osu_', '')
-    sizes = ((settings.get('sizes') or {}).get(short)) or OSU_SIZES.get(short, [])
-    return sorted(int(s) for s in sizes)
+ONE_SIDED = ('osu_put_latency', 'osu_get_latency', 'osu_put_bw', 'osu_get_bw',
+             'osu_put_bibw', 'osu_acc_latency', 'osu_fop_latency', 'osu_cas_latency')
 
 
 def osu_options(benchmark, sizes, validate=True, iterations=None, warmup=None,
@@ -207,8 +180,9 @@ def osu_options(benchmark, sizes, validate=True, iterations=None, warmup=None,
 def osu_binary(prefix, benchmark):
     """Path of an OSU MPI benchmark below an install prefix: the installed
     tree when it can be looked at (layouts differ between releases), else
-    the 5.x-7.x layout ``libexec/osu-micro-benchmarks/mpi/{pt2pt,collective}``."""
-    kind = 'collective' if benchmark in COLLECTIVES else 'pt2pt'
+    the 5.x-7.x layout ``libexec/osu-micro-benchmarks/mpi/{pt2pt,collective,one-sided}``."""
+    kind = ('collective' if benchmark in COLLECTIVES else
+            'one-sided' if benchmark in ONE_SIDED else 'pt2pt')
     default = os.path.join(prefix, 'libexec', 'osu-micro-benchmarks', 'mpi',
                            kind, benchmark)
     if os.path.isfile(default):
@@ -227,15 +201,12 @@ class OsuBuild(SpackBuild):
 
     @run_after('setup')
     def set_spec(self):
-        spec = site.section(self, 'osu').get('spec') or OSU_SPEC
+        spec = settings(self)['osu']['spec']
         self.spack_specs = with_toolchain(self, [spec])
 
 
 # ----------------------------------------------------------------- IOR
 
-IOR_SPEC = 'ior'
-DARSHAN_RUNTIME_SPEC = 'darshan-runtime +mpi'
-DARSHAN_UTIL_SPEC = 'darshan-util'
 IOR_MODES = {
     # name: (IOR API, file per process, collective)
     'posix_fpp': ('POSIX', True, False),
@@ -275,11 +246,6 @@ def mdtest_options(items, iterations, directory, write_bytes=0, tasks_per_node=N
     return opts
 
 
-def darshan_enabled(settings):
-    value = settings.get('darshan')
-    return True if value is None else bool(value)
-
-
 class IorBuild(SpackBuild):
     """IOR (with mdtest) and, unless the site turns Darshan off, the Darshan
     runtime and utilities, concretized together so the runtime, the
@@ -290,11 +256,10 @@ class IorBuild(SpackBuild):
 
     @run_after('setup')
     def set_spec(self):
-        cfg = site.section(self, 'ior')
-        specs = [cfg.get('spec') or IOR_SPEC]
-        if darshan_enabled(cfg):
-            specs += [cfg.get('darshan_runtime_spec') or DARSHAN_RUNTIME_SPEC,
-                      cfg.get('darshan_util_spec') or DARSHAN_UTIL_SPEC]
+        cfg = settings(self)['ior']
+        specs = [cfg['spec']]
+        if cfg['darshan']:
+            specs += [cfg['darshan_runtime_spec'], cfg['darshan_util_spec']]
         self.spack_specs = with_toolchain(self, specs)
 
 

@@ -11,7 +11,8 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
-from hpc_health.checklib import site, spackenv
+from hpc_health.checklib import spackenv
+from hpc_health.checklib.check import RecordedSkip, settings
 
 _SPACKENV_MODULE = 'hpc_health.checklib.spackenv'
 
@@ -19,7 +20,7 @@ _SPACKENV_MODULE = 'hpc_health.checklib.spackenv'
 def spack_executable(test):
     """The spack command; in a dry run without Spack, the plain name, so the
     generated scripts show what a site with Spack would run."""
-    found = spackenv.find_spack(site.section(test, 'spack').get('spack_root'))
+    found = spackenv.find_spack(settings(test)['spack'].get('spack_root'))
     if found is None and test.is_dry_run():
         return 'spack'
     return found
@@ -33,7 +34,7 @@ def spack_missing_reason():
 def env_dir(test, env_name):
     """Directory of the persistent environment *env_name* of the test's
     partition and programming environment."""
-    sp = site.section(test, 'spack')
+    sp = settings(test)['spack']
     if not sp.get('environment') or not sp.get('env_dir'):
         raise ValueError('the site settings have no spack.environment/env_dir')
     return os.path.join(sp['env_dir'],
@@ -54,15 +55,15 @@ def ensure_command(test, spack, env_name, specs, develop=None):
     ReFrame would otherwise reduce to "build job failed with exit code 1".
     """
     env_dir_ = env_dir(test, env_name)
-    sp = site.section(test, 'spack')
+    sp = settings(test)['spack']
     args = [sys.executable, '-m', _SPACKENV_MODULE, 'ensure', '--spack', spack,
             '--env-dir', env_dir_, '--site-env', sp['environment'],
-            '--site-dir', site.settings(test)['site_dir'], '--out', '.']
+            '--site-dir', settings(test)['site_dir'], '--out', '.']
     for spec in specs:
         args += ['--spec', spec]
     for name, where in (develop or {}).items():
         args += ['--develop', f'{name}={where}']
-    sp = site.section(test, 'spack')
+    sp = settings(test)['spack']
     for opt in ('install_tree', 'builtin_repo', 'source_mirror', 'bootstrap_mirror'):
         if sp.get(opt):
             args += [f'--{opt.replace("_", "-")}', sp[opt]]
@@ -118,7 +119,7 @@ def site_develop(test, specs):
     (a develop entry for a package outside the environment is an error to
     Spack)."""
     names = {spec_name(s) for s in specs}
-    dev = site.section(test, 'spack').get('develop') or {}
+    dev = settings(test)['spack'].get('develop') or {}
     return {name: where for name, where in dev.items() if name in names}
 
 
@@ -133,7 +134,7 @@ def _quote(arg):
     return shlex.quote(str(arg))
 
 
-class SpackBuild(site.RecordedSkip, rfm.CompileOnlyRegressionTest):
+class SpackBuild(RecordedSkip, rfm.CompileOnlyRegressionTest):
     """Install a set of Spack specs in the site's persistent environment.
 
     Subclasses set :attr:`spack_specs` (and :attr:`spack_develop` for

@@ -10,7 +10,7 @@ log is only trusted when it exists and its header counts every rank.
 import os
 import shlex
 
-from hpc_health.checklib.benchmarks import shell_path
+from hpc_health.checklib.shell import shell_path
 from hpc_health.parsers import ParseError
 from hpc_health.parsers import darshan as dparse
 

@@ -3,6 +3,7 @@ the base of the checks that run them."""
 
 import functools
 import glob
+import json
 import os
 import shlex
 
@@ -12,21 +13,24 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import (fixture, run_after, run_before,
                                    sanity_function, variable)
 
-from hpc_health.checklib import builds, site
-from hpc_health.checklib.launches import RepeatedLaunches
-from hpc_health.checklib.samples import PerfSamples, location
-from hpc_health.parsers import ParseError
 from reframe.core.exceptions import SanityError
+
+from hpc_health.checklib import builds
+from hpc_health.checklib.check import (HealthCheck, RecordedSkip, num_nodes,
+                                       ranks_per_node, settings)
+from hpc_health.checklib.launches import RepeatedLaunches
+from hpc_health.checklib.shell import shell_path
+from hpc_health.parsers import ParseError
 
 KERNELS_VERSION = '1.0'
 _SPEC = 'hpc-health-kernels'
 
 
 def kernels_source(test):
-    return os.path.join(site.settings(test)['repo_root'], 'kernels')
+    return os.path.join(settings(test)['repo_root'], 'kernels')
 
 
-class KernelsBuild(site.RecordedSkip, rfm.CompileOnlyRegressionTest):
+class KernelsBuild(RecordedSkip, rfm.CompileOnlyRegressionTest):
     """Build ``halo`` and ``barrier`` once per partition and environment.
 
     Through Spack (``hpc-health-kernels`` from our package repository, built
@@ -74,7 +78,6 @@ class KernelsBuild(site.RecordedSkip, rfm.CompileOnlyRegressionTest):
             return os.path.join(builds.placeholder_prefix(self, _SPEC, _SPEC), 'bin')
         if self.method_used.startswith('spack'):
             with open(os.path.join(self.stagedir, 'spack-build.json')) as fp:
-                import json
                 return os.path.join(json.load(fp)['prefixes'][_SPEC], 'bin')
         found = glob.glob(os.path.join(self.stagedir, 'build', '**', 'halo'), recursive=True)
         return os.path.dirname(found[0]) if found else os.path.join(self.stagedir, 'build')
@@ -93,17 +96,15 @@ class KernelsBuild(site.RecordedSkip, rfm.CompileOnlyRegressionTest):
                        for prog in ('halo', 'barrier')])
 
 
-class KernelRun(site.SiteReferences, PerfSamples, RepeatedLaunches,
-                rfm.RunOnlyRegressionTest):
+class KernelRun(HealthCheck, RepeatedLaunches):
     """Base of the checks that run one of our kernels with ``--json``,
-    launched ``samples`` times in the job: each launch is one sample of every
-    figure, and a figure is the location (hpc_health.stats.location) of its
-    launches."""
+    launched ``samples`` times in the job: each launch is one sample of
+    every figure, and a figure is the location
+    (:func:`hpc_health.stats.location`) of its launches."""
 
     kernels = fixture(KernelsBuild, scope='environment')
     valid_systems = ['+mpi']
     valid_prog_environs = ['+mpi']
-    maintainers = ['hpc-health']
 
     #: Name of the kernel binary.
     program = variable(str)
@@ -113,39 +114,28 @@ class KernelRun(site.SiteReferences, PerfSamples, RepeatedLaunches,
 
     #: Confine the run to one node (``hpc-health run --per-node`` sets it, and
     #: ReFrame's ``--distribute`` pins each copy of the check to one node).
-    #:
-    #: :type: :class:`bool`
-    #: :default: ``False``
     per_node = variable(typ.Bool, value=False)
 
     #: Launches of the kernel in the job, each one sample.  Unset: the site
-    #: setting ``kernels.samples``, else 5.
-    #:
-    #: :type: :class:`int` or :obj:`None`
+    #: setting ``kernels.samples`` (default 5).
     samples = variable(int, type(None), value=None)
 
-    #: Parser for the program's JSON output.
+    #: Parser of the program's JSON output.
     parser = None
 
     @run_after('setup')
     def set_tasks(self):
-        self.num_tasks_per_node = site.ranks_per_node(self)
-        nodes = 1 if self.per_node else site.num_nodes(self)
-        self.num_tasks = self.num_tasks_per_node * nodes
+        self.num_tasks_per_node = ranks_per_node(self)
+        self.num_tasks = self.num_tasks_per_node * (1 if self.per_node else num_nodes(self))
+        self.fill_from_settings('kernels', samples='samples')
 
     @run_before('run')
     def set_executable(self):
-        self.executable = os.path.join(self.kernels.bindir, self.program)
+        self.executable = shell_path(os.path.join(self.kernels.bindir, self.program))
         self.build_method = self.kernels.method_used
-        # The job's node list goes into the output so the results show where
-        # the ranks really ran.
+        # Where the ranks really ran, and with what, goes into the output.
         self.prerun_cmds = ['echo ' + shlex.quote(f'hpc-health: kernels built with {self.build_method}'),
                             'echo "hpc-health: nodes ${SLURM_JOB_NODELIST:-$(hostname)}"']
-
-    @run_before('run')
-    def set_samples(self):
-        if self.samples is None:
-            self.samples = int(site.section(self, 'kernels').get('samples') or 5)
 
     @functools.cached_property
     def _launches(self):
@@ -157,14 +147,6 @@ class KernelRun(site.SiteReferences, PerfSamples, RepeatedLaunches,
                 raise SanityError(f'{self.program} output, launch {i}: {err}') from None
         return parsed
 
-    def launches(self):
+    def outputs(self):
         """The parsed output of every launch, in order."""
         return self._launches
-
-    def per_launch(self, figure):
-        """``figure(parsed)`` of every launch: the samples of one figure."""
-        return [figure(p) for p in self.launches()]
-
-    @sn.deferrable
-    def location_of(self, figure):
-        return location(self.per_launch(figure))

@@ -16,12 +16,20 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_before
 from reframe.core.exceptions import SanityError
 
-from hpc_health.checklib.samples import sections
 
 MARK = 'hpc-health: launch'
 # Not anchored at the line's start: a launch that died mid-line leaves no
 # newline, and the next marker is echoed onto that line.
 _SECTION = re.compile(rf'{MARK} (\d+)$', re.MULTILINE)
+
+
+def sections(text, marker):
+    """[(match, body)] for each line matching the compiled regex *marker*:
+    a job that runs a benchmark several times prints a marker line before
+    each run, and each body is then parsed on its own."""
+    marks = list(marker.finditer(text))
+    ends = [m.start() for m in marks[1:]] + [len(text)]
+    return [(m, text[m.end():end]) for m, end in zip(marks, ends)]
 
 
 class RepeatedLaunches(rfm.RegressionTestPlugin):
@@ -39,12 +47,16 @@ class RepeatedLaunches(rfm.RegressionTestPlugin):
         self.job.num_tasks_per_node = self.num_tasks_per_node
         return self.job.launcher.run_command(self.job)
 
+    def relaunch_cmds(self):
+        """Shell lines run before each launch after the first (override)."""
+        return []
+
     @run_before('run', always_last=True)
     def repeat_launches(self):
         again = ' '.join([self.launch_command(), self.executable, *self.executable_opts])
         self.prerun_cmds = list(self.prerun_cmds) + [f'echo "{MARK} 1"']
         self.postrun_cmds = [line for i in range(2, self.samples + 1)
-                             for line in (f'echo "{MARK} {i}"', again)] + \
+                             for line in (*self.relaunch_cmds(), f'echo "{MARK} {i}"', again)] + \
             list(self.postrun_cmds)
 
     def launch_outputs(self, what):

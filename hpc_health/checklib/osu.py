@@ -1,0 +1,134 @@
+"""The base of the OSU Micro-Benchmarks checks (``reframe_checks/osu*.py``):
+build fixture, settings, launches, the tables of every launch, and where
+the ranks ran."""
+
+import functools
+import os
+
+import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
+from reframe.core.exceptions import SanityError
+
+from hpc_health.checklib.benchmarks import (Insane, OsuBuild, check_osu_table, osu_binary,
+                                            osu_options)
+from hpc_health.checklib.check import HealthCheck, num_nodes, setting
+from hpc_health.checklib.launches import RepeatedLaunches
+from hpc_health.checklib.shell import shell_path
+from hpc_health.figures import MESSAGE_SIZES, Figure
+from hpc_health.parsers import ParseError
+from hpc_health.parsers import osu as osu_parser
+
+_HOSTS = 'rank-hosts.txt'
+
+
+def at_size(column):
+    """Reader of *column* at one message size of an OSU table."""
+    return lambda table, size: osu_parser.value_at(table, size, column)
+
+
+def sized(name, unit, better, column, benchmark):
+    """The figure *name*_<size> of *benchmark* (one name or a tuple)."""
+    return Figure(f'{name}_{{}}', unit, better, at_size(column), MESSAGE_SIZES,
+                  where={'benchmark': benchmark})
+
+
+class OsuBase(HealthCheck, RepeatedLaunches):
+    """Each check names its OSU program in ``benchmark`` (a parameter or a
+    class attribute) and, where it differs, the size set in ``size_set``.
+    A check with a ``placement`` parameter runs ``intra_node`` (shared
+    memory) or ``inter_node`` (one rank on each of two nodes: the fabric)."""
+
+    osu = fixture(OsuBuild, scope='environment')
+    valid_systems = ['+mpi']
+    valid_prog_environs = ['+mpi']
+    exclusive_access = True
+    time_limit = '10m'
+    size_set = None
+
+    #: Gated message sizes (bytes).  Unset: ``osu.sizes.<size set>``.
+    sizes = variable(typ.List[int], type(None), value=None)
+    #: ``-c`` payload validation, ``-i``/``-x`` iterations, ``-d`` device
+    #: buffers (cuda, rocm) and launches per run (each a sample).  Unset:
+    #: ``osu.validate``, ``iterations``, ``warmup``, ``device``, ``samples``.
+    validate = variable(typ.Bool, type(None), value=None)
+    iterations = variable(int, type(None), value=None)
+    warmup = variable(int, type(None), value=None)
+    device = variable(str, type(None), value=None)
+    samples = variable(int, type(None), value=None)
+    #: Hosts the ranks reported (inter-node runs): the proof of where they ran.
+    rank_hosts = variable(typ.List[str], value=[])
+
+    @property
+    def inter_node(self):
+        return getattr(self, 'placement', None) == 'inter_node'
+
+    @run_after('setup')
+    def read_settings(self):
+        self.fill_from_settings('osu', validate='validate', iterations='iterations',
+                                warmup='warmup', device='device', samples='samples')
+        if self.sizes is None:
+            key = self.size_set or self.benchmark.replace('osu_', '')
+            self.sizes = sorted(setting(self, f'osu.sizes.{key}') or [])
+        if self.device:
+            gpus = sum(d.num_devices for d in self.current_partition.select_devices('gpu'))
+            self.skip_for(not gpus, f'osu.device is {self.device} but the partition '
+                                    'declares no gpu devices')
+            self.num_gpus_per_node = gpus
+        if self.inter_node:
+            nodes, part = num_nodes(self), self.current_partition.name
+            self.skip_for(nodes < 2, f'needs 2 nodes; the site settings give partition '
+                                     f'{part} {nodes} (partitions.{part}.nodes)')
+
+    def options(self, pairs=None):
+        return osu_options(self.benchmark, self.sizes, self.validate, self.iterations,
+                           self.warmup, self.device, pairs)
+
+    @run_before('run')
+    def set_executable(self):
+        prefix = self.osu.prefix('osu-micro-benchmarks')
+        self.executable = shell_path(osu_binary(prefix, self.benchmark))
+        self.executable_opts = self.options(getattr(self, 'pairs', None))
+        if self.inter_node:
+            # hostname under the job's own launcher and placement first.
+            self.prerun_cmds = [f'{self.launch_command()} hostname > {_HOSTS}']
+
+    @functools.cached_property
+    def _tables(self):
+        tables = []
+        for i, body in enumerate(self.launch_outputs(self.benchmark), 1):
+            try:
+                tables.append(osu_parser.parse_osu(body))
+                check_osu_table(tables[-1], self.benchmark, self.sizes, self.validate)
+            except (ParseError, Insane) as err:
+                raise SanityError(f'{self.benchmark} output, launch {i}: {err}') from None
+        return tables
+
+    def outputs(self):
+        return self._tables
+
+    def check_nodes(self, expected):
+        path = os.path.join(self.stagedir, _HOSTS)
+        if os.path.exists(path):
+            with open(path) as fp:
+                self.rank_hosts = [line.strip() for line in fp if line.strip()]
+        hosts = {h.split('.')[0] for h in self.rank_hosts}
+        if len(hosts) != expected:
+            raise SanityError(f'the ranks ran on {len(hosts)} distinct node(s) '
+                              f'{sorted(hosts)}, expected {expected}')
+        # Short and fully qualified names may differ; compare short names.
+        listed = {h.split('.')[0] for h in self.job.nodelist or []}
+        if listed and not hosts <= listed:
+            raise SanityError(f'ranks ran on {sorted(hosts)}, outside the job\'s node '
+                              f'list {sorted(listed)}')
+
+    def check_output(self):
+        """Every launch parsed and complete; where the ranks ran."""
+        self.outputs()
+        if self.inter_node:
+            self.check_nodes(2)
+
+    @sanity_function
+    def complete(self):
+        self.check_output()
+        return sn.assert_eq(self.job.exitcode, 0, msg=f'{self.benchmark} exited with {{0}}')
