@@ -286,3 +286,9 @@ def test_ior_jobs_run_under_darshan_in_their_own_directory(dry_run, mode, api):
         md = script(cases[("MdtestRates", part["name"], env["name"])], "job")
         assert f"mktemp -d {scratch}/hpc-health-mdtest.XXXXXX" in md
         assert f'"{ior}/bin/mdtest" -n' in launch_line(md, "/bin/mdtest")
+        # Each of mdtest's samples is a launch of one iteration (mdtest prints
+        # no per-iteration rates), each leaving its own Darshan log.
+        launches = [line for line in md.splitlines() if "/bin/mdtest" in line]
+        samples = settings(site, part)["mdtest"]["samples"]
+        assert len(launches) == samples and all(" -i 1 " in line for line in launches)
+        assert md.count("hpc-health: launch") == samples

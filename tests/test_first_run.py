@@ -139,3 +139,25 @@ def test_site_selection_env_then_hostnames_then_local(monkeypatch):
     assert name == "local" and "no site's ReFrame hostnames match laptop" in why
     monkeypatch.setenv("HPC_HEALTH_SITE", "local-slurm")
     assert sites.choose(host="uan01") == ("local-slurm", "$HPC_HEALTH_SITE")
+
+
+def test_an_xfail_reference_is_a_known_issue_not_a_failure(tmp_path):
+    from hpc_health import references, verdicts
+    from hpc_health.results import Measurement
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"T": {"s:p": {"lat": ["$xfail", "ticket 42: slow fabric",
+                                                          [1.0, -0.1, 0.1, "us"]]}}}))
+    refs = references.load(path)
+
+    def judged(value):
+        m = Measurement(test="T", check="T", system="s", partition="p", environ="e",
+                        variable="lat", value=value, unit="us", result="pass",
+                        samples=[value] * 5, better="lower")
+        (v,) = verdicts.judge_all([m], refs)
+        return v
+
+    worse = judged(3.0)
+    assert worse.verdict == verdicts.XFAIL and "ticket 42" in worse.reason
+    assert verdicts.exit_code([worse]) == 0
+    fine = judged(1.0)
+    assert fine.verdict == verdicts.PASS and "remove the $xfail" in fine.reason

@@ -310,8 +310,7 @@ def _kernel_run(tmp_path, program, parser, samples):
     class Stage:
         stagedir, stdout = str(tmp_path), "rfm_job.out"
         launch_outputs = RepeatedLaunches.launch_outputs
-        launches = KernelRun._launches.func
-        per_launch = KernelRun.per_launch
+        outputs = KernelRun._launches.func
 
     Stage.samples, Stage.program, Stage.parser = samples, program, staticmethod(parser)
     return Stage()
@@ -322,7 +321,7 @@ def test_kernel_samples_are_one_per_launch(bindir, tmp_path):
             for _ in range(3)]
     _job_output(tmp_path, outs)
     run = _kernel_run(tmp_path, "barrier", parse_barrier, 3)
-    samples = run.per_launch(lambda out: out["results"][2]["median"])
+    samples = [out["results"][2]["median"] for out in run.outputs()]
     assert samples == [parse_barrier(o)["results"][2]["median"] for o in outs]
 
 
@@ -332,8 +331,8 @@ def test_a_missing_or_broken_launch_fails_sanity_and_names_it(bindir, tmp_path):
                     "--json")).stdout
     _job_output(tmp_path, [out, out])
     with pytest.raises(SanityError, match="2 of 3 launches started"):
-        _kernel_run(tmp_path, "halo", parse_halo, 3).launches()
+        _kernel_run(tmp_path, "halo", parse_halo, 3).outputs()
     # The second launch died half-way through its JSON.
     _job_output(tmp_path, [out, out[: len(out) // 2], out])
     with pytest.raises(SanityError, match="halo output, launch 2: "):
-        _kernel_run(tmp_path, "halo", parse_halo, 3).launches()
+        _kernel_run(tmp_path, "halo", parse_halo, 3).outputs()
