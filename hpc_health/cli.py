@@ -90,22 +90,32 @@ def validate(site):
 @click.argument("run_id", required=False)
 def report(site, run_id):
     """Print the health table of a stored run (default: the latest)."""
-    from hpc_health import results, runner, sites, store, table, verdicts
-    runs = store.list_runs(sites.load(site).name)
-    if run_id:
-        runs = [r for r in runs if r[0].name == run_id]
-    runs = [r for r in runs if (r[0] / "report.json").exists()]
-    if not runs:
-        raise ConfigError(store.runs_dir(site), f"no stored run{' ' + run_id if run_id else ''} with a report")
-    run_dir, meta = runs[-1]
+    from hpc_health import runner, store, table, verdicts
     s, refs = runner.validate(site)
-    vs = runner.judge_report(results.load_report(run_dir / "report.json"), refs,
-                             meta.get("hardware"))
+    runs = store.scan(s.name)
+    if run_id:
+        damaged = dict(runs.damaged).get(run_id)
+        if damaged:
+            raise ConfigError(store.runs_dir(s.name) / run_id, f"damaged run: {damaged}")
+        runs.runs = [r for r in runs.runs if r[0].name == run_id]
+    readable = list(runs.reports())
+    _say_damaged(runs)
+    if not readable:
+        raise ConfigError(store.runs_dir(s.name) / (run_id or ""),
+                          f"no stored run{' ' + run_id if run_id else ''} with a readable "
+                          "report" + (f" ({runs.note()})" if runs.damaged else ""))
+    run_dir, meta, rep = readable[-1]
+    vs = runner.judge_report(rep, refs, meta.get("hardware"))
     if meta.get("per_node"):
         vs = verdicts.node_outliers(vs, s.settings.get("per_node_min_change"))
     click.echo(f"run {run_dir.name} on {meta.get('hostname')} started {meta.get('started')}")
     click.echo(table.render(vs))
     sys.exit(verdicts.exit_code(vs))
+
+
+def _say_damaged(runs):
+    if runs.damaged:
+        click.echo(f"hpc-health: {runs.note()}", err=True)
 
 
 @cli.group()
@@ -154,7 +164,7 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, re
             run_dir, meta = store.list_runs(s.name)[-1]
             click.echo(f"capture: run {i + 1}/{nruns}: {run_dir.name} exit {code} "
                        f"({meta.get('verdicts', '')})", err=True)
-            if code == runner.EXIT_INTERRUPTED:
+            if code >= runner.EXIT_INTERRUPTED:
                 raise SystemExit(code)
             chosen.append((run_dir, meta))
     found = capture.collect([d for d, _ in chosen], partition)
@@ -219,19 +229,22 @@ def history(site, check, var, scan_all, partition):
 
     Exit 1 when a sustained step to worse is found (the nightly drift check).
     """
-    from hpc_health import history as hist, sites
+    from hpc_health import history as hist
+    from hpc_health import sites, store
     s = sites.load(site)
     if scan_all == bool(check or var) or (not scan_all and not (check and var)):
         raise click.UsageError("give --check C --var V, or --all")
+    runs = store.scan(s.name)
     if scan_all:
-        _, latest = hist.latest_measurements(s.name, partition)
+        _, latest = hist.latest_measurements(s.name, partition, runs=runs)
         pairs = sorted({(m.check, m.variable) for m in latest})
     else:
         pairs = [(check, var)]
     worst = 0
     for chk, v in pairs:
-        points = hist.series(s.name, chk, v, partition)
+        points = hist.series(s.name, chk, v, partition, runs=runs)
         if not points:
+            _say_damaged(runs)
             raise ConfigError(s.dir, f"no stored figure for {chk} {v}")
         by_check = {}
         for p in points:
@@ -254,6 +267,7 @@ def history(site, check, var, scan_all, partition):
                 click.echo("  no sustained step found")
     if scan_all and not worst:
         click.echo(f"no sustained step in {len(pairs)} figure(s)")
+    _say_damaged(runs)
     sys.exit(worst)
 
 
@@ -264,12 +278,15 @@ def history(site, check, var, scan_all, partition):
 @click.option("--run-b", help="Run id of B (default: latest).")
 def compare(a, b, run_a, run_b):
     """Put two sites or partitions side by side: A and B are SITE[:PARTITION]."""
-    from hpc_health import history as hist, sites
+    from hpc_health import history as hist
+    from hpc_health import sites, store
     sides = []
     for spec, rid in ((a, run_a), (b, run_b)):
         site, _, part = spec.partition(":")
         s = sites.load(site)
-        run_id, ms = hist.latest_measurements(s.name, part or None, rid)
+        runs = store.scan(s.name)
+        run_id, ms = hist.latest_measurements(s.name, part or None, rid, runs=runs)
+        _say_damaged(runs)
         if not ms:
             raise ConfigError(s.dir, f"no stored run with figures for {spec}")
         sides.append((spec, run_id, ms))

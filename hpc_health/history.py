@@ -12,17 +12,12 @@ def _matches(m, check, var, partition):
     return check in (m.test, m.check) or m.check.startswith(check + " ")
 
 
-def series(site, check, var, partition=None):
-    """[(run_id, started, check, partition, value, samples)] oldest first."""
+def series(site, check, var, partition=None, runs=None):
+    """[(run_id, started, check, partition, value, samples)] oldest first;
+    *runs* (a :class:`hpc_health.store.Scan`) collects the damaged runs."""
     out = []
-    for run_dir, meta in store.list_runs(site):
-        path = run_dir / "report.json"
-        if not path.exists():
-            continue
-        try:
-            report = results.load_report(path)
-        except Exception:   # noqa: BLE001 - one damaged run must not hide the rest
-            continue
+    runs = runs or store.scan(site)
+    for run_dir, meta, report in runs.reports():
         for m in results.measurements(report):
             if _matches(m, check, var, partition):
                 out.append({"run": run_dir.name, "started": meta.get("started", ""),
@@ -46,14 +41,14 @@ def drift(points, reference=None):
         samples_per_night=max(1, min(len(p["samples"]) for p in points)))
 
 
-def latest_measurements(site, partition=None, run_id=None):
-    runs = [r for r in store.list_runs(site) if (r[0] / "report.json").exists()]
-    if run_id:
-        runs = [r for r in runs if r[0].name == run_id]
-    if not runs:
+def latest_measurements(site, partition=None, run_id=None, runs=None):
+    """(run id, figures) of the latest readable run (or of *run_id*)."""
+    runs = runs or store.scan(site)
+    found = [r for r in runs.reports() if not run_id or r[0].name == run_id]
+    if not found:
         return None, []
-    run_dir, meta = runs[-1]
-    ms = [m for m in results.measurements(results.load_report(run_dir / "report.json"))
+    run_dir, _, report = found[-1]
+    ms = [m for m in results.measurements(report)
           if m.variable is not None and m.value is not None
           and (partition is None or m.partition == partition)]
     return run_dir.name, ms

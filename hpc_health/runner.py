@@ -14,6 +14,7 @@ from hpc_health.checklib.spackenv import find_spack
 from hpc_health.errors import ConfigError
 
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+# Stopped by a signal: 128 + its number (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
 
 
 def reframe_executable():
@@ -100,7 +101,7 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
     cmd = reframe_command(site, partition, tags, extra, prefix=run_dir,
                           report=report_path, per_node=per_node, rounds=rounds)
     run_hw = site_hardware(site, partition)
-    meta = {**store.base_provenance(site), "run_id": run_dir.name,
+    meta = {**store.base_provenance(site), "run_id": run_dir.name, "pid": os.getpid(),
             "partition": partition, "tags": list(tags), "per_node": per_node,
             "rounds": rounds, "hardware": run_hw, "reframe_args": list(extra),
             "command": cmd, "started": _now()}
@@ -111,35 +112,36 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
         print(line, file=out)
     print(file=out, flush=True)
 
-    interrupted = False
+    # ReFrame in its own process group: a stop reaches every benchmark it
+    # started, and a Ctrl-C at the terminal reaches only us, who pass it on.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1, env=reframe_environ())
+                            text=True, bufsize=1, env=reframe_environ(),
+                            start_new_session=True)
     shown = ProgressFilter()
-    log = open(run_dir / "reframe.out", "w")
-    try:
-        for line in proc.stdout:
-            log.write(line)
-            if shown(line):
-                out.write(line)
-                out.flush()
-        proc.wait()
-    except KeyboardInterrupt:
-        interrupted = True
-        proc.send_signal(signal.SIGINT)
+    with open(run_dir / "reframe.out", "w") as log, StopSignals() as stop:
         try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            for line in proc.stdout:
+                log.write(line)
+                if shown(line):
+                    out.write(line)
+                    out.flush()
             proc.wait()
-    finally:
-        log.close()
+        except Stopped as err:
+            print(f"\nhpc-health: {err.name} received: stopping ReFrame and its jobs; the "
+                  "checks that completed are judged and kept", file=sys.stderr, flush=True)
+            stop_process_group(proc)
+            log.write(proc.stdout.read() if proc.stdout else "")
+    interrupted = stop.signum is not None
+    exit_interrupted = 128 + (stop.signum or signal.SIGINT)
 
     spack = store.collect_spack_records(run_dir)
     stack, stack_hash = store.software_stack(spack)
     meta.update(finished=_now(), reframe_exit_code=proc.returncode,
                 interrupted=interrupted, spack=spack, stack=stack, stack_hash=stack_hash)
+    if interrupted:
+        meta["stopped_by"] = signal.Signals(stop.signum).name
     if not report_path.exists():
-        meta["exit_code"] = EXIT_INTERRUPTED if interrupted else EXIT_USAGE
+        meta["exit_code"] = exit_interrupted if interrupted else EXIT_USAGE
         store.write_json(run_dir / "run.json", meta)
         tail = "".join(open(run_dir / "reframe.out").readlines()[-15:])
         print(f"\nhpc-health: ReFrame exited with {proc.returncode} and wrote no run "
@@ -151,11 +153,11 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
     if per_node:
         verdict_list = verdicts.node_outliers(verdict_list,
                                               site.settings.get("per_node_min_change"))
-    code = EXIT_INTERRUPTED if interrupted else verdicts.exit_code(verdict_list)
+    code = exit_interrupted if interrupted else verdicts.exit_code(verdict_list)
     meta.update(exit_code=code, verdicts=table.summary(verdict_list))
     store.write_json(run_dir / "run.json", meta)
     print("\n" + table.render(verdict_list), file=out)
-    state = {0: "HEALTHY", 1: "UNHEALTHY", 130: "INTERRUPTED"}.get(code, "ERROR")
+    state = "INTERRUPTED" if interrupted else {0: "HEALTHY", 1: "UNHEALTHY"}.get(code, "ERROR")
     print(f"\nhpc-health: {state} ({table.summary(verdict_list)}); exit {code}", file=out)
     if base.collecting and not interrupted:
         # This run counts now that it is stored with its verdicts.
@@ -166,6 +168,60 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
                   file=out)
     print(next_step(site, verdict_list, base, run_dir, adopt_baseline), file=out)
     return code
+
+
+class Stopped(Exception):
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+
+
+class StopSignals:
+    """SIGINT, SIGTERM and SIGHUP -- Ctrl-C, a scheduler's time limit, a CI
+    job's cancel button, ``systemctl stop``, a closed terminal -- all stop a
+    run the same way: they raise :class:`Stopped` in the main thread once,
+    and ``signum`` remembers which came first."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self):
+        self.signum = None
+        self._old = {}
+
+    def _handle(self, signum, frame):
+        if self.signum is None:
+            self.signum = signum
+            raise Stopped(signum)
+
+    def __enter__(self):
+        for s in self.SIGNALS:
+            self._old[s] = signal.signal(s, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for s, handler in self._old.items():
+            signal.signal(s, handler)
+        return False
+
+
+#: How long ReFrame gets to stop its jobs and write its report after SIGINT.
+STOP_GRACE_S = 60
+
+
+def stop_process_group(proc, grace=STOP_GRACE_S):
+    """SIGINT to ReFrame's process group (ReFrame then cancels its jobs and
+    writes its report), then SIGTERM, then SIGKILL, each after a grace."""
+    for sig, wait in ((signal.SIGINT, grace), (signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def site_hardware(site, partition=None):

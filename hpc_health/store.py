@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpc_health import __version__, paths
@@ -116,17 +117,82 @@ def write_json(path, data):
     os.replace(tmp, path)
 
 
-def list_runs(site=None):
-    """Stored runs, oldest first: (run_dir, run.json data)."""
-    out = []
+@dataclass
+class Scan:
+    """The runs of the store that can be read, and those that cannot, with
+    why: a damaged run is named wherever runs are read, never dropped
+    silently."""
+    runs: list = field(default_factory=list)      # [(run_dir, run.json)], oldest first
+    damaged: list = field(default_factory=list)   # [(run id, reason)]
+
+    def reports(self):
+        """(run_dir, meta, ReFrame report) of every run with a readable
+        report; an unreadable one joins ``damaged``."""
+        from hpc_health import results
+        from hpc_health.errors import ConfigError
+        for run_dir, meta in self.runs:
+            try:
+                report = results.load_report(run_dir / "report.json")
+            except ConfigError as err:
+                if run_dir.name not in dict(self.damaged):
+                    self.damaged.append((run_dir.name, _reason(err)))
+                continue
+            yield run_dir, meta, report
+
+    def note(self):
+        if not self.damaged:
+            return ""
+        n = len(self.damaged)
+        return (f"skipped {n} damaged run{'s' if n > 1 else ''}: " +
+                "; ".join(f"{rid}: {why}" for rid, why in self.damaged))
+
+
+def _reason(err):
+    return str(err).split(": ", 1)[-1] if isinstance(err, Exception) else str(err)
+
+
+def _alive(meta):
+    """Is the run's own process still running (a run in progress)?"""
+    pid = meta.get("pid")
+    if not isinstance(pid, int) or meta.get("hostname") != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def scan(site=None):
+    """Every stored run of *site* (or all sites), sorted by start."""
+    found = Scan()
     base = runs_dir(site)
     if not base.is_dir():
-        return out
+        return found
     pattern = "*/run.json" if site else "*/*/run.json"
-    for meta in sorted(base.glob(pattern)):
+    for path in sorted(base.glob(pattern)):
         try:
-            out.append((meta.parent, json.loads(meta.read_text())))
-        except (OSError, ValueError):
+            meta = json.loads(path.read_text())
+            if not isinstance(meta, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as err:
+            found.damaged.append((path.parent.name, f"run.json unreadable ({err})"))
             continue
-    out.sort(key=lambda r: r[1].get("started", ""))
-    return out
+        if "exit_code" not in meta:
+            if not _alive(meta):
+                found.damaged.append((path.parent.name, "the run never finished (its process "
+                                      "was killed, or the machine stopped): no verdicts"))
+            continue
+        if meta.get("exit_code") not in (0, 1, 130, 129, 143) or \
+                not (path.parent / "report.json").exists():
+            continue    # a configuration error or a run stopped before any report
+        found.runs.append((path.parent, meta))
+    found.runs.sort(key=lambda r: r[1].get("started", ""))
+    return found
+
+
+def list_runs(site=None):
+    """Stored runs with a report, oldest first: (run_dir, run.json data)."""
+    return scan(site).runs

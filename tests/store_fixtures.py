@@ -51,5 +51,6 @@ def write_run(store, site, run_id, testcases, started, samples=None, stack="s1")
             tc["outputdir"] = str(out)
     (d / "report.json").write_text(json.dumps({"runs": [{"testcases": testcases}]}))
     (d / "run.json").write_text(json.dumps({"site": site, "run_id": run_id,
-                                            "started": started, "stack_hash": stack}))
+                                            "started": started, "finished": started,
+                                            "exit_code": 0, "stack_hash": stack}))
     return d

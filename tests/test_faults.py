@@ -1,0 +1,166 @@
+"""Faults and bad input, each driven for real: the message names what was
+wrong and where, the exit code is the documented one, and the store and the
+other results are intact afterwards.  docs/faults.md lists every case."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from sandbox import REPO, hpc_health, make_root
+from store_fixtures import case, series, write_run
+
+FIGURE = ("HaloExchange", "time_8B", "us")
+
+
+def _stored(store, n=3, start=0):
+    values = series("osu_latency_8B")
+    ids = []
+    for i in range(start, start + n):
+        rid = f"20261101T0{i:03d}00Z"
+        write_run(store, "local", rid, [case(FIGURE[0], FIGURE[1], values[i], FIGURE[2])],
+                  started=f"2026-11-01T0{i}:00:00Z",
+                  samples={0: {FIGURE[1]: values[i:i + 3]}})
+        ids.append(rid)
+    return ids
+
+
+def _cli(root, *args):
+    return hpc_health(root, *args)
+
+
+@pytest.fixture
+def root(tmp_path):
+    return make_root(tmp_path, references=False)
+
+
+def _store(root):
+    return root.parent / "store"
+
+
+# ---- damaged runs are named, never dropped silently ----------------------
+
+def test_a_corrupt_run_json_is_named_by_report_and_history(root):
+    ids = _stored(_store(root))
+    (_store(root) / "runs" / "local" / ids[1] / "run.json").write_text("{not json")
+    rep = _cli(root, "report", "--site", "local")
+    assert rep.returncode == 0, rep.stderr
+    assert f"skipped 1 damaged run: {ids[1]}: run.json unreadable" in rep.stderr
+    assert f"run {ids[2]}" in rep.stdout
+    hist = _cli(root, "history", "--site", "local", "--check", FIGURE[0], "--var", FIGURE[1])
+    assert f"skipped 1 damaged run: {ids[1]}" in hist.stderr
+    assert ids[0] in hist.stdout and ids[2] in hist.stdout and ids[1] not in hist.stdout
+
+
+def test_a_corrupt_latest_report_shows_the_last_good_run(root):
+    ids = _stored(_store(root))
+    (_store(root) / "runs" / "local" / ids[2] / "report.json").write_text('{"runs": [')
+    rep = _cli(root, "report", "--site", "local")
+    assert rep.returncode == 0, rep.stderr
+    assert f"skipped 1 damaged run: {ids[2]}: not a ReFrame JSON run report" in rep.stderr
+    assert f"run {ids[1]}" in rep.stdout
+    named = _cli(root, "report", "--site", "local", ids[2])
+    assert named.returncode == 2 and ids[2] in named.stderr
+
+
+def test_a_run_that_never_finished_is_named_not_read(root):
+    ids = _stored(_store(root))
+    meta_path = _store(root) / "runs" / "local" / ids[2] / "run.json"
+    meta = json.loads(meta_path.read_text())
+    for key in ("exit_code", "finished"):
+        meta.pop(key)
+    meta.update(pid=2 ** 22 + 17, hostname="gone")   # its process is gone
+    meta_path.write_text(json.dumps(meta))
+    rep = _cli(root, "report", "--site", "local")
+    assert rep.returncode == 0
+    assert f"{ids[2]}: the run never finished" in rep.stderr
+    assert f"run {ids[1]}" in rep.stdout
+
+
+# ---- a run stopped by a signal ------------------------------------------
+
+def _slow_root(tmp_path):
+    """The barrier check alone, slow enough to be stopped mid-run."""
+    root = make_root(tmp_path, references=False)
+    (root / "reframe_checks").unlink()
+    (root / "reframe_checks").mkdir()
+    (root / "reframe_checks" / "barrier.py").symlink_to(REPO / "reframe_checks" / "barrier.py")
+    path = root / "site_configs" / "local" / "site.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["partitions"]["default"]["kernels"] = {"samples": 40, "barrier_iters": 200000}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return root
+
+
+def _ours(root):
+    """Processes still running from this sandbox (ReFrame, mpirun, ranks)."""
+    out = subprocess.run(["pgrep", "-f", str(root.parent)], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+def _start(root):
+    env = dict(os.environ, HPC_HEALTH_ROOT=str(root), HPC_HEALTH_STORE=str(_store(root)))
+    return subprocess.Popen([sys.executable, "-m", "hpc_health", "run", "--site", "local"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _wait_for_the_benchmark(root, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = subprocess.run(["pgrep", "-f", f"{root.parent}.*/barrier"], capture_output=True)
+        if out.returncode == 0:
+            return
+        time.sleep(0.5)
+    raise AssertionError("the barrier benchmark never started")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129),
+                                      (signal.SIGINT, 130)])
+def test_a_stop_signal_stops_reframe_and_its_jobs_and_keeps_the_run(tmp_path, sig, code):
+    root = _slow_root(tmp_path)
+    proc = _start(root)
+    try:
+        _wait_for_the_benchmark(root)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, out + err
+    assert f"{signal.Signals(sig).name} received: stopping ReFrame and its jobs" in err
+    time.sleep(1)
+    assert _ours(root) == [], "ReFrame or its benchmarks outlived the run"
+    (run_dir,) = (_store(root) / "runs" / "local").iterdir()
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["exit_code"] == code and meta["stopped_by"] == signal.Signals(sig).name
+    assert meta["finished"] and meta["interrupted"] is True
+    # Later reads still work and say what they found.
+    rep = _cli(root, "report", "--site", "local")
+    assert rep.returncode in (0, 1, 2) and "Traceback" not in rep.stderr
+
+
+@pytest.mark.slow
+def test_kill_9_leaves_a_run_that_later_reads_name(tmp_path):
+    root = _slow_root(tmp_path)
+    _stored(_store(root), n=1)
+    proc = _start(root)
+    try:
+        _wait_for_the_benchmark(root)
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        for pid in _ours(root):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    rep = _cli(root, "report", "--site", "local")
+    assert rep.returncode == 0, rep.stderr
+    assert "the run never finished" in rep.stderr
+    assert "run 20261101T000000Z" in rep.stdout
