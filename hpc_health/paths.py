@@ -1,6 +1,7 @@
 """Where the project and its data live."""
 
 import os
+import re
 from pathlib import Path
 
 
@@ -31,3 +32,29 @@ def expand(path, base):
     if not p.is_absolute():
         p = Path(base) / p
     return p
+
+
+# Characters a path may hold: ReFrame writes stage, output and prefix paths
+# into job scripts unquoted (and expands $(...) in some), so a space or a
+# shell metacharacter in one is a broken script or an executed command.
+_SAFE = re.compile(r"[A-Za-z0-9_./+,:=@%~-]*")
+#: Directories the suite must never be pointed at: it creates and (in its
+#: own scratch subdirectories) removes files there.
+SYSTEM_DIRS = ("/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/root",
+               "/sbin", "/sys", "/usr", "/var", "/home", "/tmp", "/opt")
+
+
+def check_path(path, what, where):
+    """Refuse a path the suite cannot use safely; ConfigError names *where*
+    (file or variable) and *what* (key)."""
+    from hpc_health.errors import ConfigError
+    text = str(path)
+    if not _SAFE.fullmatch(text):
+        chars = "".join(dict.fromkeys(c for c in text if not _SAFE.fullmatch(c)))
+        raise ConfigError(where, f"{text!r} holds {chars!r}: paths may hold letters, digits "
+                          "and . _ / + , : = @ % ~ - only (ReFrame writes them into job "
+                          "scripts unquoted); choose another directory", keypath=what)
+    resolved = os.path.realpath(text)
+    if resolved in SYSTEM_DIRS:
+        raise ConfigError(where, f"{text!r} is the system directory {resolved}: give the "
+                          "suite a directory of its own below it", keypath=what)

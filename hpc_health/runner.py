@@ -39,10 +39,26 @@ def validate(site_name, partition=None):
     if partition and partition not in site.partitions:
         raise ConfigError(site.settings_file, f"no partition {partition!r} "
                           f"(known: {', '.join(site.partitions)})", keypath="partitions")
+    check_site_paths(site)
     refs = None
     if site.reference_file.exists():
         refs = references.load(site.reference_file)
     return site, refs
+
+
+def check_site_paths(site):
+    """Every directory a run writes into or builds from, before anything
+    starts: the store, this checkout, the partitions' scratch and the Spack
+    paths."""
+    paths.check_path(paths.store_root(), "HPC_HEALTH_STORE", "the results store")
+    paths.check_path(paths.repo_root(), "HPC_HEALTH_ROOT", "the hpc-health checkout")
+    for name, part in site.partitions.items():
+        if (part or {}).get("scratch"):
+            paths.check_path(paths.expand(part["scratch"], site.dir),
+                             f"partitions.{name}.scratch", site.settings_file)
+    for key in ("install_tree", "env_dir", "builtin_repo", "source_mirror", "spack_root"):
+        if site.spack_setting(key):
+            paths.check_path(site.spack_setting(key), f"spack.{key}", site.settings_file)
 
 
 def reframe_command(site, partition=None, tags=(), extra=(), list_only=False,

@@ -164,3 +164,34 @@ def test_kill_9_leaves_a_run_that_later_reads_name(tmp_path):
     assert rep.returncode == 0, rep.stderr
     assert "the run never finished" in rep.stderr
     assert "run 20261101T000000Z" in rep.stdout
+
+
+# ---- paths the job scripts cannot hold safely ----------------------------
+
+@pytest.mark.parametrize("store,bad", [("store with space", "' '"),
+                                       ("st$(touch PWNED)", "'$( )'"),
+                                       ("st`id`", "'`'"), ("a;b", "';'")])
+def test_a_store_path_with_shell_characters_is_refused_before_anything_runs(root, store, bad):
+    target = root.parent / store
+    res = subprocess.run([sys.executable, "-m", "hpc_health", "run", "--site", "local"],
+                         capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, HPC_HEALTH_ROOT=str(root),
+                                  HPC_HEALTH_STORE=str(target)))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "HPC_HEALTH_STORE" in res.stderr and f"holds {bad}" in res.stderr
+    assert not target.exists() and not (root.parent / "PWNED").exists()
+
+
+@pytest.mark.parametrize("scratch,message", [
+    ("/etc", "is the system directory /etc"),
+    ("/tmp/hh scratch", "holds ' '"),
+])
+def test_a_scratch_directory_that_is_unsafe_is_refused_with_its_key(root, scratch, message):
+    path = root / "site_configs" / "local" / "site.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["partitions"]["default"]["scratch"] = scratch
+    path.write_text(yaml.safe_dump(doc))
+    res = _cli(root, "run", "--site", "local")
+    assert res.returncode == 2
+    assert f"site.yaml: partitions.default.scratch: {scratch!r} " in res.stderr
+    assert message in res.stderr
