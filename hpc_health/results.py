@@ -8,6 +8,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Optional
 
+from hpc_health import nodeload
 from hpc_health.errors import ConfigError
 from hpc_health.stats import location
 
@@ -40,6 +41,7 @@ class Measurement:
     rounds: int = 1               # rounds whose samples were pooled (--rounds)
     better: Optional[str] = None  # "higher" | "lower", as the check declared it
     note: str = ""                # why the check applied no reference
+    busy: str = ""                # "node busy: …" when others used the node meanwhile
 
     @property
     def partition_fullname(self):
@@ -187,7 +189,8 @@ def measurements(report):
                     fail_reason=(inherited_reason(tc, cases)
                                  if tc.get("result") in ("skip", "fail_deps")
                                  else tc.get("fail_reason")), params=params,
-                    nodes=list(tc.get("job_nodelist") or []))
+                    nodes=list(tc.get("job_nodelist") or []),
+                    busy=nodeload.note(_mapping(tc.get("node_load"))))
         perf = tc.get("perfvalues") or {}
         errors = _mapping(tc.get("figure_errors"))
         if not perf and not errors:

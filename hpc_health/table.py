@@ -66,9 +66,14 @@ def notes(verdicts):
     skipped for want of Spack are one line, not twenty."""
     groups = {}
     for v in verdicts:
-        if v.verdict in ("PASS", "NO-REFERENCE") or not v.reason:
+        if v.verdict in ("PASS", "NO-REFERENCE"):
+            if not v.measurement.busy:
+                continue
+            reason = v.measurement.busy     # said even where nothing failed
+        elif not v.reason:
             continue
-        reason = _INHERITED.sub("", v.reason) if v.verdict == "SKIPPED" else v.reason
+        else:
+            reason = _INHERITED.sub("", v.reason) if v.verdict == "SKIPPED" else v.reason
         checks = groups.setdefault((v.verdict, reason), [])
         name = v.measurement.check
         if v.verdict in ("DEGRADED", "IMPROVED", "XFAIL", "OUTLIER") and v.measurement.variable:

@@ -129,6 +129,10 @@ def judge_all(measurements, refs=None, run_hardware=None, alpha=stats.ALPHA, bas
             reason = f"expected to fail ($xfail: {xfail}) but did not: remove the $xfail; {reason}"
         out[i] = Verdict(m, verdict, deviation=res.deviation, reason=reason,
                          mdc=res.mdc, p_value=res.p_value, method=res.method)
+    for v in out:
+        if v.measurement.busy and v.verdict != SKIPPED:
+            # The likely cause beside the verdict: a busy node reads as a slow one.
+            v.reason = "; ".join(r for r in (v.measurement.busy, v.reason) if r)
     return out
 
 

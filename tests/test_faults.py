@@ -195,3 +195,48 @@ def test_a_scratch_directory_that_is_unsafe_is_refused_with_its_key(root, scratc
     assert res.returncode == 2
     assert f"site.yaml: partitions.default.scratch: {scratch!r} " in res.stderr
     assert message in res.stderr
+
+
+# ---- a node busy with another job ----------------------------------------
+
+@pytest.mark.slow
+def test_a_busy_node_is_named_beside_the_verdicts(tmp_path):
+    root = _slow_root(tmp_path)
+    path = root / "site_configs" / "local" / "site.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["partitions"]["default"]["kernels"] = {"samples": 5, "barrier_iters": 20000}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    # Another "job": two spinning processes in a session of their own.
+    hog = subprocess.Popen([sys.executable, "-c", "import multiprocessing as m, itertools\n"
+                            "def spin(_):\n    for _ in itertools.count(): pass\n"
+                            "m.Pool(2).map(spin, range(2))"], start_new_session=True)
+    try:
+        res = _cli(root, "run", "--site", "local")
+    finally:
+        os.killpg(hog.pid, signal.SIGKILL)
+        hog.wait()
+    assert res.returncode in (0, 1), res.stdout + res.stderr
+    notes = [line for line in res.stdout.splitlines() if "node busy: load" in line]
+    assert notes, res.stdout
+    assert "other processes used" in notes[0] and "python" in notes[0]
+    (run_dir,) = (_store(root) / "runs" / "local").iterdir()
+    report = json.loads((run_dir / "report.json").read_text())
+    (tc,) = [t for r in report["runs"] for t in r["testcases"] if t["name"] == "BarrierLatency"]
+    assert tc["node_load"]["other_cores"] > 1.0
+
+
+def test_the_node_snapshots_count_other_sessions_only():
+    from hpc_health import nodeload
+    before = {"time": 0.0, "load": 0.5, "cpus": 2, "ours": [0, 7],
+              "procs": {"10": ["mpirun", 1.0, 7], "20": ["stress", 5.0, 20],
+                        "30": ["kworker", 1.0, 0]}}
+    after = {"time": 10.0, "load": 3.9, "cpus": 2, "ours": [0, 7],
+             "procs": {"10": ["mpirun", 11.0, 7], "20": ["stress", 20.0, 20],
+                       "30": ["kworker", 9.0, 0], "40": ["newjob", 5.0, 40]}}
+    info = nodeload.busy(before, after)
+    assert info["other_cores"] == pytest.approx(2.0)
+    assert [b[:2] for b in info["busiest"]] == [[20, "stress"], [40, "newjob"]]
+    assert nodeload.note(info).startswith("node busy: load 3.9 on 2 cores; other processes "
+                                          "used 2.0 cores")
+    quiet = nodeload.busy(before, {**before, "time": 10.0})
+    assert nodeload.note(quiet) == ""

@@ -14,16 +14,21 @@ import functools
 import json
 import math
 import os
+import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, variable, xfail
 
-from hpc_health import hardware, references
+from hpc_health import hardware, nodeload, references
+from hpc_health.checklib.shell import quote
 from hpc_health.figures import HIGHER, validate_all
 from hpc_health.results import SAMPLES_FILE
 from hpc_health.stats import location
+
+
+_BEFORE, _AFTER = 'node-before.json', 'node-after.json'
 
 
 class RecordedSkip(rfm.RegressionTestPlugin):
@@ -122,6 +127,30 @@ class HealthCheck(RecordedSkip, rfm.RunOnlyRegressionTest):
         for attr, key in keys.items():
             if getattr(self, attr) is None:
                 setattr(self, attr, setting(self, f'{section}.{key}'))
+
+    #: What other processes did on the node while the benchmark ran
+    #: (:mod:`hpc_health.nodeload`); hpc-health names a busy node beside
+    #: the verdicts.
+    node_load = variable(typ.Dict[str, object], value={})
+
+    @run_before('run', always_last=True)
+    def finish_job_script(self):
+        """Last touches once every hook has set the job up: the repeated
+        launches, and a snapshot of the node around the benchmark."""
+        snap = f'{quote(sys.executable)} -m hpc_health.nodeload snapshot'
+        self.prerun_cmds = [f'{snap} {_BEFORE} 2>/dev/null || true'] + list(self.prerun_cmds)
+        # Right after the benchmark, keeping its exit code for what follows.
+        self.postrun_cmds = [f'_hh_rc=$?; {snap} {_AFTER} 2>/dev/null; (exit $_hh_rc)'] + \
+            list(self.postrun_cmds)
+        if hasattr(self, 'repeat_launches'):
+            # Before the snapshot after: the later launches are the benchmark too.
+            self.repeat_launches()
+
+    @run_before('sanity')
+    def read_node_load(self):
+        if not self.is_dry_run():
+            self.node_load = nodeload.load_pair(os.path.join(self.stagedir, _BEFORE),
+                                                os.path.join(self.stagedir, _AFTER)) or {}
 
     @run_after('init')
     def validate_figures(self):

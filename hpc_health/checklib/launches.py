@@ -13,7 +13,6 @@ import re
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.builtins import run_before
 from reframe.core.exceptions import SanityError
 
 
@@ -51,8 +50,9 @@ class RepeatedLaunches(rfm.RegressionTestPlugin):
         """Shell lines run before each launch after the first (override)."""
         return []
 
-    @run_before('run', always_last=True)
     def repeat_launches(self):
+        """Add the launches after the first (called by HealthCheck once
+        every other hook has set the job up)."""
         again = ' '.join([self.launch_command(), self.executable, *self.executable_opts])
         self.prerun_cmds = list(self.prerun_cmds) + [f'echo "{MARK} 1"']
         self.postrun_cmds = [line for i in range(2, self.samples + 1)
