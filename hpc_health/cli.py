@@ -22,6 +22,14 @@ class _Group(click.Group):
         except ConfigError as err:
             click.echo(f"hpc-health: error: {err}", err=True)
             ctx.exit(2)
+        except OSError as err:
+            # A full or read-only file system, a directory we may not write:
+            # one line naming the file, and nothing half-written (every
+            # store write is atomic).
+            where = err.filename or "?"
+            click.echo(f"hpc-health: error: {where}: {err.strerror or err}: free space or "
+                       "choose another directory (HPC_HEALTH_STORE)", err=True)
+            ctx.exit(2)
 
 
 def _resolve_site(ctx, param, value):

@@ -62,11 +62,15 @@ class Reference:
 class ReferenceSet:
     """All references of one site, indexed the way ReFrame resolves them."""
 
-    def __init__(self, path, tests, provenance, hardware_=None):
+    def __init__(self, path, tests, provenance, hardware_=None, doc=None):
         self.path = path
+        self._doc = doc
         self.tests = tests          # name -> (index tuple, nested data)
         self.provenance = provenance
         self.hardware = hardware_ or {}   # 'system:partition' -> what it was measured on
+
+    def line_of(self, *keypath):
+        return self._doc.line_of(list(keypath)) if self._doc else None
 
     def lookup(self, test, partition, environ, attrs, var):
         """Reference of *var* for a test case, or None.
@@ -153,7 +157,7 @@ def load(path):
     _check_provenance(doc, provenance, tests)
     measured_on = data.get(HARDWARE_KEY) or {}
     _check_hardware(doc, measured_on)
-    return ReferenceSet(str(path), tests, provenance, measured_on)
+    return ReferenceSet(str(path), tests, provenance, measured_on, doc)
 
 
 def _check_hardware(doc, measured_on):

@@ -2,6 +2,7 @@
 
 import glob
 import os
+from pathlib import Path
 import shutil
 import signal
 import subprocess
@@ -43,7 +44,44 @@ def validate(site_name, partition=None):
     refs = None
     if site.reference_file.exists():
         refs = references.load(site.reference_file)
+        unknown = sorted(set(refs.tests) - set(check_classes()))
+        if unknown:
+            raise ConfigError(refs.path, f"references for {', '.join(unknown)}, which no check "
+                              f"in {paths.repo_root() / 'reframe_checks'} defines (known: "
+                              f"{', '.join(sorted(check_classes()))}): a renamed check?",
+                              line=refs.line_of(unknown[0]), keypath=unknown[0])
     return site, refs
+
+
+def check_classes():
+    """Names of the test classes the check files define (read, not run)."""
+    import ast
+    found = set()
+    for path in check_files():
+        try:
+            tree = ast.parse(open(path).read(), path)
+        except (OSError, SyntaxError):
+            continue
+        found |= {node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+    return found
+
+
+#: Free space a run needs in the store: stage directories, builds, outputs
+#: (a full local run with its CMake build takes ~20 MiB; Spack builds live
+#: in the install tree, elsewhere).
+MIN_FREE_MIB = 64
+
+
+def check_free_space(path, need_mib=MIN_FREE_MIB):
+    """Refuse to start a run that would fill the file system mid-way."""
+    probe = Path(path)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free / 2**20
+    if free < need_mib:
+        raise ConfigError(path, f"only {free:.1f} MiB free in {probe}; a run needs "
+                          f"{need_mib} MiB (builds, stage directories, outputs): free space "
+                          "or point HPC_HEALTH_STORE elsewhere")
 
 
 def check_site_paths(site):
@@ -112,6 +150,7 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
         cmd = reframe_command(site, partition, tags, extra, list_only=True, per_node=per_node)
         return subprocess.call(cmd, env=reframe_environ())
 
+    check_free_space(paths.store_root())
     run_dir = store.new_run_dir(site.name)
     report_path = run_dir / "report.json"
     cmd = reframe_command(site, partition, tags, extra, prefix=run_dir,

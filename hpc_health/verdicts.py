@@ -62,7 +62,11 @@ def _early(m):
         return Verdict(m, SKIPPED, reason=_first_line(m.fail_reason) or "skipped")
     if m.variable is None or (m.result in ("fail", "abort") and m.fail_phase != "performance"):
         phase = m.fail_phase or m.result
-        return Verdict(m, FAIL, reason=f"{phase}: {_first_line(m.fail_reason) or 'failed'}")
+        reason = _first_line(m.fail_reason) or "failed"
+        if "timed out" in reason:
+            reason += (f" - a hung benchmark, or one slower than its limit: raise it with "
+                       f"-S {m.test}.time_limit=… if the machine is right")
+        return Verdict(m, FAIL, reason=f"{phase}: {reason}")
     if m.value is None:
         return Verdict(m, FAIL, reason=_first_line(m.fail_reason) or "no value")
     finite, dropped = stats.clean(m.samples or [m.value])

@@ -21,8 +21,8 @@ def _runs(root, values_triad, values_lat, start=0, per_run=3, site="local"):
     for k in range(len(values_triad) // per_run):
         tri = values_triad[k * per_run:(k + 1) * per_run]
         lat = values_lat[k * per_run:(k + 1) * per_run]
-        tcs = [case("StreamTriad", "triad", sorted(tri)[1], "MB/s"),
-               case("OsuLatency", "latency_4KiB", sorted(lat)[1], "us",
+        tcs = [case("StreamTriadScaling", "triad", sorted(tri)[1], "MB/s"),
+               case("OsuPointToPoint", "latency_4KiB", sorted(lat)[1], "us",
                         params={"placement": "intra"})]
         n = start + k
         rid = f"20261{(n // 28) + 1:02d}{(n % 28) + 1:02d}T020000Z"
@@ -41,26 +41,26 @@ def test_capture_proposes_location_and_noise_bounds_and_writes_only_when_asked(t
     ids = _runs(root, TRIAD, LAT)
     res = hpc_health(root, "reference", "capture", "--site", "local", "--from", ",".join(ids))
     assert res.returncode == 0, res.stderr
-    assert "+ StreamTriad local:default/gnu-mpi triad:" in res.stdout
+    assert "+ StreamTriadScaling local:default/gnu-mpi triad:" in res.stdout
     assert "not written" in res.stdout
     assert not (root / "reference" / "local.yaml").exists()
 
     res = hpc_health(root, "reference", "capture", "--site", "local", "--write", "--from", ",".join(ids))
     assert res.returncode == 0, res.stderr
     refs = _refs(root)
-    tri = refs.lookup("StreamTriad", "local:default", "gnu-mpi", {}, "triad")
+    tri = refs.lookup("StreamTriadScaling", "local:default", "gnu-mpi", {}, "triad")
     # the location of all samples (printed to 6 significant digits)
     assert tri.value == pytest.approx(stats.location(TRIAD), rel=1e-5)
     assert -0.5 <= tri.lower <= -0.03 and 0.03 <= tri.upper <= 0.5
     assert tri.provenance["samples"] == 30 and len(tri.provenance["runs"]) == 10
     assert tri.provenance["between_run_spread"] > 0
-    lat = refs.lookup("OsuLatency", "local:default", "gnu-mpi", {"placement": "intra"},
+    lat = refs.lookup("OsuPointToPoint", "local:default", "gnu-mpi", {"placement": "intra"},
                       "latency_4KiB")
     assert lat.unit == "us"
     # ReFrame reads the same file: the test section has the index it needs.
     raw = yaml.safe_load((root / "reference" / "local.yaml").read_text())
-    assert raw["OsuLatency"]["$index"] == ["$partition", "$environ", "placement"]
-    assert raw["OsuLatency"]["local:default"]["gnu-mpi"]["intra"]["latency_4KiB"][3] == "us"
+    assert raw["OsuPointToPoint"]["$index"] == ["$partition", "$environ", "placement"]
+    assert raw["OsuPointToPoint"]["local:default"]["gnu-mpi"]["intra"]["latency_4KiB"][3] == "us"
 
     shown = hpc_health(root, "reference", "show", "--site", "local")
     assert shown.returncode == 0 and "samples 30" in shown.stdout and "runs 10" in shown.stdout
@@ -71,12 +71,12 @@ def _judge(root, triad_scale, lat_scale, rid):
     tri = [v * triad_scale for v in TRIAD[:3]]
     lat = [v * lat_scale for v in LAT[:3]]
     refs = _refs(root)
-    t = refs.lookup("StreamTriad", "local:default", "gnu-mpi", {}, "triad")
-    la = refs.lookup("OsuLatency", "local:default", "gnu-mpi", {"placement": "intra"},
+    t = refs.lookup("StreamTriadScaling", "local:default", "gnu-mpi", {}, "triad")
+    la = refs.lookup("OsuPointToPoint", "local:default", "gnu-mpi", {"placement": "intra"},
                      "latency_4KiB")
-    tcs = [case("StreamTriad", "triad", sorted(tri)[1], "MB/s",
+    tcs = [case("StreamTriadScaling", "triad", sorted(tri)[1], "MB/s",
                     ref=(t.value, t.lower, t.upper)),
-           case("OsuLatency", "latency_4KiB", sorted(lat)[1], "us",
+           case("OsuPointToPoint", "latency_4KiB", sorted(lat)[1], "us",
                     params={"placement": "intra"}, ref=(la.value, la.lower, la.upper))]
     write_run(store, "local", rid, tcs, started=rid,
               samples={0: {"triad": tri}, 1: {"latency_4KiB": lat}})
@@ -110,21 +110,21 @@ def test_history_reports_a_step_that_stays_inside_the_bounds(tmp_path):
     store = root.parent / "store"
     for n, v in enumerate(nights):
         rid = f"202611{n + 1:02d}T020000Z"
-        write_run(store, "local", rid, [case("StreamTriad", "triad", v, "MB/s")], started=rid)
-    res = hpc_health(root, "history", "--site", "local", "--check", "StreamTriad", "--var", "triad")
+        write_run(store, "local", rid, [case("StreamTriadScaling", "triad", v, "MB/s")], started=rid)
+    res = hpc_health(root, "history", "--site", "local", "--check", "StreamTriadScaling", "--var", "triad")
     assert res.returncode == 1, res.stdout + res.stderr
     assert "DEGRADED since run" in res.stdout
     since = res.stdout.split("DEGRADED since run ")[1].split()[0]
     assert abs(int(since[6:8]) - 16) <= 2   # the step began on night 16
     scan = hpc_health(root, "history", "--site", "local", "--all")
-    assert scan.returncode == 1 and "StreamTriad triad on local:default: DEGRADED since" in scan.stdout
+    assert scan.returncode == 1 and "StreamTriadScaling triad on local:default: DEGRADED since" in scan.stdout
 
     flat = make_root(tmp_path / "flat", references=False)
     for n, v in enumerate(TRIAD):
         rid = f"202611{n + 1:02d}T020000Z"
         write_run(flat.parent / "store", "local", rid,
-                  [case("StreamTriad", "triad", v, "MB/s")], started=rid)
-    res = hpc_health(flat, "history", "--site", "local", "--check", "StreamTriad", "--var", "triad")
+                  [case("StreamTriadScaling", "triad", v, "MB/s")], started=rid)
+    res = hpc_health(flat, "history", "--site", "local", "--check", "StreamTriadScaling", "--var", "triad")
     assert res.returncode == 0 and "no sustained step" in res.stdout
     scan = hpc_health(flat, "history", "--site", "local", "--all")
     assert scan.returncode == 0 and "no sustained step in 1 figure(s)" in scan.stdout
@@ -138,9 +138,9 @@ def test_compare_puts_two_sites_side_by_side(tmp_path):
     cfg.write_text(cfg.read_text().replace("site: local", "site: other"))
     store = root.parent / "store"
     write_run(store, "local", "20261101T000000Z",
-              [case("StreamTriad", "triad", 40000.0, "MB/s")], started="a")
+              [case("StreamTriadScaling", "triad", 40000.0, "MB/s")], started="a")
     write_run(store, "other", "20261101T000000Z",
-              [case("StreamTriad", "triad", 30000.0, "MB/s", system="other")], started="a")
+              [case("StreamTriadScaling", "triad", 30000.0, "MB/s", system="other")], started="a")
     res = hpc_health(root, "compare", "local", "other")
     assert res.returncode == 0, res.stderr
     line = next(x for x in res.stdout.splitlines() if "triad" in x)

@@ -112,7 +112,8 @@ def _start(root):
 def _wait_for_the_benchmark(root, timeout=120):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        out = subprocess.run(["pgrep", "-f", f"{root.parent}.*/barrier"], capture_output=True)
+        out = subprocess.run(["pgrep", "-f", f"{root.parent}.*/build/barrier --iters"],
+                             capture_output=True)
         if out.returncode == 0:
             return
         time.sleep(0.5)
@@ -240,3 +241,239 @@ def test_the_node_snapshots_count_other_sessions_only():
                                           "used 2.0 cores")
     quiet = nodeload.busy(before, {**before, "time": 10.0})
     assert nodeload.note(quiet) == ""
+
+
+# ---- malformed configuration: file, line and key named; nothing runs -----
+
+def _site_yaml(root):
+    return root / "site_configs" / "local" / "site.yaml"
+
+
+def _edit_site(root, change):
+    path = _site_yaml(root)
+    doc = yaml.safe_load(path.read_text())
+    change(doc)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def _refused(root, *args):
+    res = _cli(root, *(args or ("run", "--site", "local")))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+    assert not (_store(root) / "runs").exists() or not any((_store(root) / "runs").rglob("*"))
+    return res.stderr
+
+
+def test_malformed_site_yaml(root):
+    _site_yaml(root).write_text(_site_yaml(root).read_text() + "partitions: [unclosed\n")
+    err = _refused(root)
+    assert "site_configs/local/site.yaml:" in err
+
+
+def test_malformed_reference_file(root):
+    (root / "reference" / "local.yaml").write_text("HaloExchange:\n  local:default: {gnu-mpi:\n")
+    err = _refused(root)
+    assert "reference/local.yaml:" in err
+
+
+def test_malformed_spack_environment(root):
+    (root / "site_configs" / "local" / "spack.yaml").write_text("spack: [\n")
+    err = _refused(root)
+    assert "site_configs/local/spack.yaml:" in err
+
+
+def test_a_spack_environment_without_its_spack_key(root):
+    (root / "site_configs" / "local" / "spack.yaml").write_text("specs: []\n")
+    assert "needs a top-level 'spack:' key" in _refused(root)
+
+
+@pytest.mark.parametrize("change,where,message", [
+    (lambda d: d["partitions"]["default"].update(nodez=2), "partitions.default",
+     "'nodez' was unexpected"),
+    (lambda d: d["partitions"]["default"].update(nodes="two"), "partitions.default.nodes",
+     "'two'"),
+    (lambda d: d.update(reframe_config=None), "reframe_config", "None"),
+    (lambda d: d["partitions"]["default"].update(osu={"samples": 0}),
+     "partitions.default.osu.samples", "0"),
+    (lambda d: d.update(site="elsewhere"), "site", "but the folder is 'local'"),
+])
+def test_a_wrong_setting_is_named_by_file_line_and_key(root, change, where, message):
+    _edit_site(root, change)
+    err = _refused(root)
+    assert "site_configs/local/site.yaml:" in err and f": {where}:" in err, err
+    assert message in err
+
+
+def test_an_unknown_partition_lists_the_known_ones(root):
+    err = _refused(root, "run", "--site", "local", "--partition", "gpu")
+    assert "no partition 'gpu' (known: default)" in err
+
+
+def test_an_unknown_site_lists_the_known_ones(root):
+    err = _refused(root, "run", "--site", "nosuchsite")
+    assert "no such site 'nosuchsite' (known sites: local)" in err
+
+
+def test_a_reference_for_a_check_that_does_not_exist(root):
+    (root / "reference" / "local.yaml").write_text(yaml.safe_dump(
+        {"HaloXchange": {"local:default": {"time_8B": [1.0, -0.1, 0.1, "us"]}}}))
+    err = _refused(root)
+    assert "reference/local.yaml:1: HaloXchange: references for HaloXchange, which no " \
+           "check" in err and "HaloExchange" in err
+
+
+def test_a_reference_of_zero_can_never_fail_and_is_refused(root):
+    (root / "reference" / "local.yaml").write_text(yaml.safe_dump(
+        {"HaloExchange": {"local:default": {"time_8B": [0, -0.1, 0.1, "us"]}}}))
+    assert "a reference value of 0 can never fail" in _refused(root)
+
+
+@pytest.mark.slow
+def test_a_missing_reference_file_is_a_baseline_not_an_error(tmp_path):
+    root = _slow_root(tmp_path)
+    _edit_site(root, lambda d: d["partitions"]["default"].update(kernels={"samples": 2}))
+    res = _cli(root, "run", "--site", "local")
+    assert res.returncode == 0
+    assert "references: no reference file; collecting a baseline" in res.stdout
+
+
+# ---- a benchmark that fails, dies or hangs: its FAIL, the rest judged ----
+
+@pytest.mark.slow
+def test_a_benchmark_that_exits_non_zero_fails_with_its_own_words(tmp_path):
+    root = _slow_root(tmp_path)
+    res = _cli(root, "run", "--site", "local", "--", "-S", "BarrierLatency.iters=0")
+    assert res.returncode == 1, res.stdout + res.stderr
+    fail = [line for line in res.stdout.splitlines() if line.startswith("FAIL: BarrierLatency")]
+    assert fail and "sanity:" in fail[0]
+    run = json.loads(next((_store(root) / "runs" / "local").glob("*/run.json")).read_text())
+    assert run["exit_code"] == 1
+
+
+@pytest.mark.slow
+def test_a_benchmark_killed_by_a_signal_is_a_fail_naming_the_launch(tmp_path):
+    root = _slow_root(tmp_path)
+    proc = _start(root)
+    try:
+        _wait_for_the_benchmark(root)
+        rank = f"^{root.parent}.*/build/barrier --iters"
+        deadline = time.monotonic() + 60
+        while subprocess.run(["pkill", "-KILL", "-f", rank]).returncode and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)    # between two launches: kill the next one
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, out + err
+    assert "FAIL: BarrierLatency: sanity:" in out
+
+
+@pytest.mark.slow
+def test_a_benchmark_that_hangs_past_its_time_limit(tmp_path):
+    root = _slow_root(tmp_path)
+    res = _cli(root, "run", "--site", "local", "--", "-S", "BarrierLatency.time_limit=5s",
+               "-S", "BarrierLatency.iters=100000000")
+    assert res.returncode == 1, res.stdout + res.stderr
+    fail = [line for line in res.stdout.splitlines() if line.startswith("FAIL: BarrierLatency")]
+    assert fail and "job timed out" in fail[0] and "-S BarrierLatency.time_limit=" in fail[0]
+
+
+# ---- outputs a parser must refuse ---------------------------------------
+
+@pytest.mark.parametrize("kind,fixture,cut", [("osu", "osu/osu_latency_np2.txt", 0.6),
+                                              ("stream", "stream/stream_c_omp2.txt", 0.5),
+                                              ("ior", "ior/ior_posix_shared_np2.json", 0.5)])
+def test_a_truncated_output_is_refused_with_the_file_named(tmp_path, kind, fixture, cut):
+    text = (REPO / "tests" / "data" / fixture).read_text()
+    path = tmp_path / "cut.txt"
+    path.write_text(text[:int(len(text) * cut)])
+    res = hpc_health(make_root(tmp_path), "parse", kind, str(path))
+    assert res.returncode == 2 and f"{path}: not a complete {kind} output" in res.stderr
+
+
+def test_a_foreign_output_is_refused(tmp_path):
+    res = hpc_health(make_root(tmp_path), "parse", "stream",
+                     str(REPO / "tests" / "data" / "osu" / "osu_bw_np2.txt"))
+    assert res.returncode == 2 and "not a complete stream output" in res.stderr
+
+
+# ---- the store: two runs at once, a full or read-only file system --------
+
+@pytest.mark.slow
+def test_two_runs_at_once_on_one_store_keep_their_own_directories(tmp_path):
+    root = _slow_root(tmp_path)
+    _edit_site(root, lambda d: d["partitions"]["default"].update(kernels={"samples": 2}))
+    procs = [_start(root) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    runs = sorted((_store(root) / "runs" / "local").iterdir())
+    assert len(runs) == 2
+    for run in runs:
+        meta = json.loads((run / "run.json").read_text())
+        assert meta["exit_code"] == 0 and (run / "report.json").exists()
+
+
+def _mount_tmpfs(path, options):
+    path.mkdir(parents=True, exist_ok=True)
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "hpc-health-test", str(path)],
+                         capture_output=True, text=True)
+    if res.returncode:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {res.stderr.strip()}")
+
+
+@pytest.mark.slow
+def test_a_full_file_system_is_one_clear_error_and_earlier_runs_survive(tmp_path):
+    root = _slow_root(tmp_path)
+    store = _store(root)
+    _mount_tmpfs(store, "size=256k")
+    try:
+        _stored(store, n=1)
+        res = _cli(root, "run", "--site", "local")
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert f"MiB free in {store}; a run needs 64 MiB" in res.stderr
+        assert "Traceback" not in res.stderr
+        rep = _cli(root, "report", "--site", "local", "20261101T000000Z")
+        assert rep.returncode == 0 and "run 20261101T000000Z" in rep.stdout
+    finally:
+        subprocess.run(["umount", "-l", str(store)])
+
+
+@pytest.mark.slow
+def test_a_read_only_store_is_one_clear_error(tmp_path):
+    root = _slow_root(tmp_path)
+    store = _store(root)
+    _mount_tmpfs(store, "size=100m")
+    try:
+        _stored(store, n=1)
+        subprocess.run(["mount", "-o", "remount,ro", str(store)], check=True)
+        res = _cli(root, "run", "--site", "local")
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert "Read-only file system" in res.stderr and "Traceback" not in res.stderr
+        rep = _cli(root, "report", "--site", "local")
+        assert rep.returncode == 0 and "run 20261101T000000Z" in rep.stdout
+    finally:
+        subprocess.run(["umount", "-l", str(store)])
+
+
+def test_a_scratch_symlink_into_a_system_directory_is_refused(root, tmp_path):
+    link = tmp_path / "scratch-link"
+    link.symlink_to("/etc")
+    _edit_site(root, lambda d: d["partitions"]["default"].update(scratch=str(link)))
+    assert "is the system directory /etc" in _refused(root)
+
+
+# ---- Spack absent -------------------------------------------------------
+
+@pytest.mark.slow
+def test_without_spack_its_checks_are_skipped_and_the_run_says_how_to_fix_it(tmp_path):
+    root = make_root(tmp_path, references=False)
+    env = {k: v for k, v in os.environ.items() if k not in ("SPACK_ROOT",
+                                                             "HPC_HEALTH_SPACK_KIT")}
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep)
+                                  if not os.path.exists(os.path.join(p, "spack")))
+    res = hpc_health(root, "run", "--site", "local", "--", "-n", "StreamBandwidth", env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "Spack:      not found" in res.stdout and "To fix:" in res.stdout
+    assert "SKIPPED: StreamBandwidth: StreamBuild skipped: Spack not found" in res.stdout \
+        or "SKIPPED (2): Spack not found" in res.stdout
