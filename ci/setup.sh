@@ -1,25 +1,41 @@
 #!/usr/bin/env bash
-# Set up hpc-health on this machine: system packages (when root and missing)
-# and a virtual environment in .venv with the hpc-health command.
+# Set up hpc-health on this machine: system packages (when root and missing),
+# a virtual environment in .venv with the hpc-health command, and -- when no
+# Spack is found and an offline kit is given -- Spack bootstrapped from it.
 #
-#   bash ci/setup.sh            # then: .venv/bin/hpc-health --help
+#   bash ci/setup.sh                              # then: .venv/bin/hpc-health --help
+#   HPC_HEALTH_SPACK_KIT=DIR bash ci/setup.sh     # ... and Spack from the kit DIR
 #
-# Environment: HPC_HEALTH_VENV (default: <repo>/.venv), PYTHON (default: python3).
+# Environment: HPC_HEALTH_VENV (default: <repo>/.venv), PYTHON (default: python3),
+# HPC_HEALTH_SPACK_KIT (an offline Spack kit, docs/spack.md), HPC_HEALTH_CACHE
+# (where Spack is bootstrapped; default ~/.cache/hpc-health).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv=${HPC_HEALTH_VENV:-$repo/.venv}
 python=${PYTHON:-python3}
 
+spack_wanted() {
+    # A kit to bootstrap from, a Spack on PATH or $SPACK_ROOT, or the site's
+    # spack.spack_root / spack.kit (any site folder that sets one).
+    [[ -n ${HPC_HEALTH_SPACK_KIT:-} || -n ${SPACK_ROOT:-} ]] && return 0
+    command -v spack >/dev/null 2>&1 && return 0
+    grep -Eqs '^\s*(spack_root|kit):\s*[^[:space:]#n]' "$repo"/site_configs/*/site.yaml
+}
+
 need=()
 command -v mpicc >/dev/null 2>&1 || need+=(openmpi-bin libopenmpi-dev)
 command -v cmake >/dev/null 2>&1 || need+=(cmake)
 command -v make >/dev/null 2>&1 || need+=(make)
-# Where Spack builds the benchmarks: the local site's spack.yaml declares
-# Debian's gcc with Fortran (STREAM's recipe builds stream_f.exe), and IOR's
-# and Darshan's builds run autoreconf (libtoolize).
-if command -v spack >/dev/null 2>&1 || [[ -n ${SPACK_ROOT:-} ]]; then
-    command -v gfortran >/dev/null 2>&1 || need+=(gfortran)
-    command -v libtoolize >/dev/null 2>&1 || need+=(libtool)
+if spack_wanted; then
+    # What Spack builds with here: the local site declares Debian's gcc with
+    # Fortran (STREAM's recipe builds stream_f.exe); IOR's and Darshan's
+    # builds run autoreconf; the rest are build tools Spack takes as
+    # externals instead of building them.
+    for tool in gfortran:gfortran libtoolize:libtool autoreconf:autoconf automake:automake \
+                m4:m4 bison:bison flex:flex gawk:gawk file:file; do
+        command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
+    done
+    [[ -e /usr/include/zlib.h ]] || need+=(zlib1g-dev)
 fi
 if ((${#need[@]})); then
     if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
@@ -39,3 +55,6 @@ fi
 echo "setup: installing hpc-health and its pinned dependencies into $venv"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$repo[test]"
 "$venv/bin/hpc-health" --version
+if [[ -n ${HPC_HEALTH_SPACK_KIT:-} ]]; then
+    "$venv/bin/hpc-health" spack setup --site local
+fi

@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# Set up hpc-health and run its test suite (what CI runs).
+# Set up hpc-health and run its test suite (what CI runs): a fast stage first
+# (lint, unit tests, parsers, dry runs of every check on every site), and
+# only when it passes the slow one (kernels under mpirun, ReFrame end to
+# end, local Slurm, faults, and the real Spack path when Spack or an
+# offline kit is there).
 #
 #   bash ci/test.sh [pytest options]
 set -euo pipefail
@@ -9,4 +13,12 @@ venv=${HPC_HEALTH_VENV:-$repo/.venv}
 cd "$repo"
 # Results of test runs never mix with a real store.
 export HPC_HEALTH_STORE=${HPC_HEALTH_STORE:-$(mktemp -d /tmp/hpc-health-test-store.XXXXXX)}
-exec "$venv/bin/python" -m pytest -ra "$@"
+
+echo "== fast stage: lint, unit tests, parsers, dry runs"
+start=$SECONDS
+"$venv/bin/ruff" check .
+"$venv/bin/python" -m pytest -q -ra -m "not slow" "$@"
+echo "== fast stage passed in $((SECONDS - start)) s"
+
+echo "== slow stage: MPI, ReFrame end to end, Slurm, faults, Spack"
+exec "$venv/bin/python" -m pytest -ra -m slow "$@"

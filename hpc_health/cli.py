@@ -5,6 +5,7 @@ check, 2 a usage or configuration error, 130 interrupted.
 """
 
 import json
+import subprocess
 import sys
 
 import click
@@ -152,6 +153,7 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, re
     writes only with --write.
     """
     import io
+
     from hpc_health import capture, runner, store
     s, old = runner.validate(site, partition)
     if bool(nruns) == bool(from_runs):
@@ -304,6 +306,36 @@ def compare(a, b, run_a, run_b):
         click.echo(f"  {check:45s} {var:14s} {va:12.4g} {vb:12.4g} {unit:6s} B/A {ratio:6.3f}  {word}")
     if not rows:
         click.echo("  nothing in common")
+
+
+@cli.group()
+def spack():
+    """Spack for the benchmarks: bootstrap it from an offline kit."""
+
+
+@spack.command("setup")
+@click.option("--kit", type=click.Path(file_okay=False), metavar="DIR",
+              help="The offline kit (default: $HPC_HEALTH_SPACK_KIT, else the site's spack.kit).")
+@site_option
+def spack_setup(kit, site):
+    """Bootstrap Spack from a kit into ~/.cache/hpc-health ($HPC_HEALTH_CACHE)
+    unless a Spack is found; nothing to do when it is already there."""
+    from hpc_health import sites, spack_kit
+    s = sites.load(site)
+    found, how, fix = spack_kit.status(s)
+    source = spack_kit.kit_from(s, kit)
+    if found and not (source and not spack_kit.record()):
+        click.echo(f"spack setup: Spack {how}; nothing to do")
+        return
+    if source is None:
+        raise ConfigError(s.settings_file, "no Spack and no kit to bootstrap one from: give "
+                          "--kit DIR, $HPC_HEALTH_SPACK_KIT or spack.kit (docs/spack.md)",
+                          keypath="spack.kit")
+    try:
+        spack_kit.setup(source, say=lambda line: click.echo(line, err=True))
+    except (RuntimeError, subprocess.CalledProcessError) as err:
+        click.echo(f"hpc-health: error: spack setup from {source}: {err}", err=True)
+        sys.exit(1)
 
 
 @cli.command()

@@ -188,7 +188,8 @@ def _check_level(doc, keypath, node, depth):
 def _check_leaf(doc, keypath, val):
     if isinstance(val, list) and val and val[0] == "$xfail":
         if len(val) != 3 or not isinstance(val[1], str):
-            raise doc.error(keypath, "an expected failure is ['$xfail', 'reason', [value, lower, upper, unit]]")
+            raise doc.error(keypath, "an expected failure is "
+                            "['$xfail', 'reason', [value, lower, upper, unit]]")
         _check_leaf(doc, keypath, val[2])
         return
     if not isinstance(val, list) or len(val) not in (3, 4):
@@ -228,7 +229,8 @@ def _check_provenance(doc, provenance, tests):
                 want = _PROVENANCE_FIELDS.get(name)
                 if want is None:
                     raise doc.error(kp + [test, key, name],
-                                    f"unknown provenance field (known: {', '.join(sorted(_PROVENANCE_FIELDS))})")
+                                    "unknown provenance field (known: "
+                                    f"{', '.join(sorted(_PROVENANCE_FIELDS))})")
                 if not isinstance(value, want) or (isinstance(value, bool) and want is not bool):
                     raise doc.error(kp + [test, key, name], f"{value!r} has the wrong type")
 

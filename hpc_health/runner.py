@@ -2,16 +2,25 @@
 
 import glob
 import os
-from pathlib import Path
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-from hpc_health import (baseline, hardware, paths, references, results, sites, store,
-                        table, verdicts)
-from hpc_health.checklib.spackenv import find_spack
+from hpc_health import (
+    baseline,
+    hardware,
+    paths,
+    references,
+    results,
+    sites,
+    spack_kit,
+    store,
+    table,
+    verdicts,
+)
 from hpc_health.errors import ConfigError
 
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -310,12 +319,8 @@ def header(site, run_dir, run_hw, refs, base, rounds, partition=None):
 
 
 def spack_line(site):
-    found = find_spack(site.spack_setting("spack_root"))
-    if found:
-        return f"found {found}"
-    return ("not found (no spack on PATH, no $SPACK_ROOT, no spack.spack_root): STREAM, OSU "
-            "and IOR/mdtest will be SKIPPED. To fix: install Spack, or bootstrap it from an "
-            "offline kit (see docs/spack.md)")
+    found, how, fix = spack_kit.status(site)
+    return how if found else f"{how}: STREAM, OSU and IOR/mdtest will be SKIPPED. To fix: {fix}"
 
 
 def next_step(site, verdict_list, base, run_dir, adopted=False):

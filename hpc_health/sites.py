@@ -157,6 +157,9 @@ SITE_SCHEMA = {
                 "bootstrap_mirror": _PATH,
                 "source_mirror": _PATH,
                 "spack_root": _PATH,
+                # An offline kit to bootstrap Spack from when none is found
+                # (or $HPC_HEALTH_SPACK_KIT): `hpc-health spack setup`.
+                "kit": _PATH,
                 # Packages built from a local source tree (Spack's `stream`
                 # has no tarball, only a git URL): name -> "path@version".
                 "develop": {
@@ -357,6 +360,19 @@ def _check_benchmark_settings(doc):
                                 "stream.array_size / stream.ntimes instead)")
 
 
+def _bootstrap_defaults(spack):
+    """Where the checks will use a Spack bootstrapped from a kit, what the
+    site leaves unset comes from the kit: the builtin repository, the source
+    mirror, the trees built from local sources."""
+    from hpc_health import spack_kit
+    rec = spack_kit.record()
+    if not rec or spack_kit.find_spack(spack.get("spack_root")) != rec["spack"]:
+        return
+    for key in ("builtin_repo", "source_mirror"):
+        spack[key] = spack.get(key) or rec.get(key)
+    spack["develop"] = {**(rec.get("develop") or {}), **spack["develop"]}
+
+
 def partition_extras(site_dir_path, partition):
     """Partition ``extras`` for a site's ReFrame configuration.
 
@@ -379,6 +395,7 @@ def partition_extras(site_dir_path, partition):
     # Develop paths stay as written: spackenv resolves relative ones against
     # the site folder on the machine that builds.
     spack["develop"] = dict((site.settings.get("spack") or {}).get("develop") or {})
+    _bootstrap_defaults(spack)
     return {"hpc_health": {
         "site": site.name,
         "site_dir": str(site.dir),

@@ -22,7 +22,6 @@ from typing import Optional
 
 from hpc_health import hardware, stats
 from hpc_health.figures import DIRECTIONS
-
 from hpc_health.stats import DEGRADED, IMPROVED, NO_REFERENCE, PASS  # noqa: F401
 
 FAIL, SKIPPED, OUTLIER, XFAIL = "FAIL", "SKIPPED", "OUTLIER", "XFAIL"

@@ -21,13 +21,26 @@ import shlex
 import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
-from reframe.core.builtins import (fixture, parameter, run_after, run_before,
-                                   sanity_function, variable)
+from reframe.core.builtins import (
+    fixture,
+    parameter,
+    run_after,
+    run_before,
+    sanity_function,
+    variable,
+)
 from reframe.core.exceptions import SanityError
 
 from hpc_health.checklib import darshan
-from hpc_health.checklib.benchmarks import (IOR_MODES, Insane, IorBuild, check_ior_summary,
-                                            check_mdtest, ior_options, mdtest_options)
+from hpc_health.checklib.benchmarks import (
+    IOR_MODES,
+    Insane,
+    IorBuild,
+    check_ior_summary,
+    check_mdtest,
+    ior_options,
+    mdtest_options,
+)
 from hpc_health.checklib.check import HealthCheck, num_nodes, ranks_per_node, settings
 from hpc_health.checklib.launches import RepeatedLaunches
 from hpc_health.checklib.shell import shell_path

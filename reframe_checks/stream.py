@@ -19,8 +19,13 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from hpc_health.checklib.benchmarks import (Insane, StreamBuild, check_stream_run,
-                                            cores_per_node, thread_series)
+from hpc_health.checklib.benchmarks import (
+    Insane,
+    StreamBuild,
+    check_stream_run,
+    cores_per_node,
+    thread_series,
+)
 from hpc_health.checklib.check import HealthCheck
 from hpc_health.checklib.launches import sections
 from hpc_health.checklib.shell import shell_path

@@ -14,6 +14,9 @@ import pytest
 import yaml
 
 from hpc_health import results, sites, verdicts
+from hpc_health.checklib import benchmarks as bm
+from hpc_health.checklib import darshan
+from hpc_health.checklib.benchmarks import Insane
 from hpc_health.errors import ConfigError
 from hpc_health.parsers.darshan import parse_darshan
 from hpc_health.parsers.ior import parse_ior
@@ -23,10 +26,6 @@ from hpc_health.parsers.stream import parse_stream
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
-
-from hpc_health.checklib import benchmarks as bm
-from hpc_health.checklib import darshan
-from hpc_health.checklib.benchmarks import Insane
 
 MiB = 1 << 20
 
@@ -465,10 +464,10 @@ def _load_lib(name):
 
 def test_repeated_runs_split_at_their_markers_and_parse_alone():
     import re
-    from hpc_health.checklib.launches import sections
+
+    from hpc_health.checklib.launches import MARK, sections
     from hpc_health.parsers import ParseError
     from hpc_health.parsers.osu import parse_osu, value_at
-    from hpc_health.checklib.launches import MARK
     one = read("osu/osu_latency_np2_m0-4096.txt")
     job = "".join(f"{MARK} {i}\n{one}" for i in (1, 2, 3))
     runs = sections("prologue noise\n" + job, re.compile(rf"^{MARK} (\d+)$", re.MULTILINE))

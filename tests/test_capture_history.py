@@ -5,10 +5,10 @@ import shutil
 
 import pytest
 import yaml
-
-from hpc_health import references, stats
 from sandbox import hpc_health, make_root
 from store_fixtures import case, series, write_run
+
+from hpc_health import references, stats
 
 TRIAD = series("stream_triad_1t")          # MB/s, higher is better
 LAT = series("osu_latency_4KiB")           # us, lower is better

@@ -13,19 +13,18 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from hpc_health import paths, runner, sites
-
-REPO = Path(__file__).resolve().parent.parent
-
 from hpc_health.checklib import benchmarks as bm
 from hpc_health.checklib.builds import spec_name
 
-pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parent.parent
+
+# Dry runs generate every script without running one: part of the fast stage.
+pytestmark = pytest.mark.dryrun
 
 
 def _candidate_sites():

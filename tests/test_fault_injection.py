@@ -3,8 +3,8 @@ the results table (pure Python), and the removal of what a killed run left
 behind (real namespaces, cgroups, loop devices when run as root)."""
 
 import math
-import re
 import pathlib
+import re
 import sys
 
 import numpy as np
@@ -14,6 +14,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "bench" / "fault_injection"))
 
 import analysis  # noqa: E402
+
 from hpc_health import stats  # noqa: E402
 
 
@@ -141,6 +142,7 @@ def test_fit_strength_averages_noisy_tries():
 
 def test_append_keeps_the_other_faults_and_replaces_the_one_run_again(tmp_path):
     import json
+
     import run
     out = tmp_path / "results.json"
     first = run.Recorder(out, {"started": "a", "argv": ["--samples", "3"]})
@@ -201,6 +203,7 @@ def test_clean_stale_removes_a_dead_runs_objects_and_nothing_else(tmp_path):
     import os
     import shutil
     import subprocess
+
     import faults
     dead, live = _dead_pid(), os.getpid()
     scratch, images = tmp_path / "scratch", tmp_path / "images"
@@ -297,6 +300,7 @@ def _tick_scenario():
     """A scenario whose every sample is the next tick of a clock, so a
     night's samples show when they were taken."""
     import contextlib
+
     from scenarios import Scenario
     from workloads import Metric, RunEnv, Workload  # noqa: F401
 

@@ -11,7 +11,6 @@ import time
 
 import pytest
 import yaml
-
 from sandbox import REPO, hpc_health, make_root
 from store_fixtures import case, series, write_run
 

@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 import yaml
+from sandbox import REPO, hpc_health, make_root
 
 from hpc_health import hardware, sites
-from sandbox import REPO, hpc_health, make_root
 
 BARRIER_ONLY = "barrier.py"
 

@@ -6,12 +6,10 @@ the machine has, so iteration counts and sizes are kept small.
 
 import json
 import subprocess
-import sys
-from pathlib import Path
-
-import pytest
 
 import mpi_env
+import pytest
+
 from hpc_health.parsers import ParseError
 from hpc_health.parsers.kernels import parse_barrier, parse_halo
 

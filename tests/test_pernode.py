@@ -1,8 +1,9 @@
 """Per-node outlier detection on recorded series (one series per node)."""
 
+from store_fixtures import series
+
 from hpc_health import pernode
 from hpc_health.results import Measurement
-from store_fixtures import series
 
 TRIAD = series("stream_triad_1t")
 LAT = series("osu_latency_4KiB")

@@ -4,9 +4,9 @@ a failure in any round is a failure; retries keep their own meaning."""
 import json
 
 import pytest
+from store_fixtures import case
 
 from hpc_health import capture, results, runner, sites, stats, verdicts
-from store_fixtures import case
 
 ROUNDS_CMD = "reframe -C x --system s --distribute=all --reruns=2 -r"
 RETRY_CMD = "reframe -C x --system s --max-retries=2 -r"

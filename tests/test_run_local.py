@@ -6,7 +6,6 @@ import shutil
 
 import pytest
 import yaml
-
 from sandbox import hpc_health, make_root
 
 pytestmark = pytest.mark.slow

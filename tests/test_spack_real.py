@@ -1,49 +1,39 @@
-"""The Spack path for real: the STREAM, OSU and IOR/mdtest checks built by
-Spack and run on the `local` site, a warm second run, and a Spack failure
-that fails only the checks needing the broken spec.
+"""The Spack path for real: every check of the `local` site built through
+Spack (STREAM, OSU, IOR/mdtest with Darshan, our kernels) and run, a warm
+second run that runs no Spack command and produces every figure again, and a
+Spack failure that fails only the checks needing the broken spec.
 
-Needs Spack: ``$HPC_HEALTH_TEST_SPACK_ROOT``, ``spack`` on PATH or
-``$SPACK_ROOT``.  An offline Spack also needs what it cannot download; give
-it in a YAML file named by ``$HPC_HEALTH_TEST_SPACK_SETTINGS``, merged into
-the sandbox site's ``spack:`` settings, e.g.::
-
-    builtin_repo: /opt/lab/spack-packages/repos/spack_repo/builtin
-    source_mirror: /opt/lab/mirror
-    install_tree: /opt/lab/opt          # reuse what is built (optional)
-    develop: {stream: /opt/lab/src/stream@5.10}
-
-A mirror made by hand needs the layout ``spack mirror create`` writes:
-``<mirror>/_source-cache/archive/<sha256[:2]>/<sha256>.tar.gz``.
-
-The Spack environments live in the test's temporary folder, so the first
-run always concretizes; with a shared install tree it installs nothing new.
+Spack comes from ``$HPC_HEALTH_TEST_SPACK_ROOT``, ``spack`` on PATH,
+``$SPACK_ROOT``, or is bootstrapped from the offline kit named by
+``$HPC_HEALTH_SPACK_KIT`` (``.ci/run`` points it at ``../shared/spack-kit``).
+The Spack environments are new for every test session (so the first run
+concretizes); the install tree lives in the hpc-health cache, outside the
+checkout, so a later session on the same machine installs nothing new.
 """
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from sandbox import hpc_health, make_root
 
-from sandbox import REPO, hpc_health, make_root
-
-from hpc_health.checklib.spackenv import find_spack
+from hpc_health import spack_kit
 
 pytestmark = [pytest.mark.slow, pytest.mark.spack]
 
-SPACK_ROOT = os.environ.get("HPC_HEALTH_TEST_SPACK_ROOT")
-SPACK = find_spack(SPACK_ROOT)
+KIT = os.environ.get("HPC_HEALTH_SPACK_KIT")
+SPACK = spack_kit.find_spack(os.environ.get("HPC_HEALTH_TEST_SPACK_ROOT"))
+if SPACK is None and KIT and Path(KIT).is_dir():
+    SPACK = spack_kit.setup(KIT)["spack"]
 if SPACK is None:
-    pytest.skip("no Spack: set HPC_HEALTH_TEST_SPACK_ROOT, put `spack` on PATH or set "
-                "SPACK_ROOT (and HPC_HEALTH_TEST_SPACK_SETTINGS for an offline Spack)",
+    pytest.skip("no Spack: set HPC_HEALTH_SPACK_KIT to an offline kit (../shared/spack-kit), "
+                "put `spack` on PATH, set SPACK_ROOT or HPC_HEALTH_TEST_SPACK_ROOT",
                 allow_module_level=True)
 
-CHECKS = ["-n", "StreamBandwidth", "-n", "StreamTriadScaling", "-n", "OsuPointToPoint",
-          "-n", "OsuMessageRate", "-n", "OsuCollective", "-n", "IorBandwidth",
-          "-n", "MdtestRates"]
-TIMEOUT = 7200
+TIMEOUT = 3600
+INSTALL_TREE = spack_kit.cache_root() / "test-install-tree"
 
 
 def _sandbox(tmp_path, **partition):
@@ -51,17 +41,17 @@ def _sandbox(tmp_path, **partition):
     path = root / "site_configs" / "local" / "site.yaml"
     doc = yaml.safe_load(path.read_text())
     spack = doc["spack"]
-    spack["spack_root"] = str(Path(SPACK).parent.parent)
+    if os.environ.get("HPC_HEALTH_TEST_SPACK_ROOT"):
+        spack["spack_root"] = os.environ["HPC_HEALTH_TEST_SPACK_ROOT"]
     spack["env_dir"] = str(tmp_path / "spack-envs")
-    spack["install_tree"] = str(tmp_path / "spack-opt")
-    extra = os.environ.get("HPC_HEALTH_TEST_SPACK_SETTINGS")
-    if extra:
-        spack.update(yaml.safe_load(Path(extra).read_text()) or {})
+    spack["install_tree"] = str(INSTALL_TREE)
     # Small sizes: this is about the Spack path, not about the figures.
     doc["partitions"]["default"].update({
-        "ior": {"block_size": "4m", "segments": 2},
-        "mdtest": {"items": 100},
-        "osu": {"iterations": 200, "warmup": 20},
+        "kernels": {"samples": 2, "halo_iters": 50, "barrier_iters": 200},
+        "stream": {"samples": 2},
+        "osu": {"iterations": 100, "warmup": 10, "samples": 2},
+        "ior": {"block_size": "2m", "segments": 2, "repetitions": 2},
+        "mdtest": {"items": 50, "samples": 2},
         "scratch": str(tmp_path / "scratch"),
         **partition,
     })
@@ -83,53 +73,72 @@ def _spack_records(run_dir):
     return [json.loads(p.read_text()) for p in run_dir.glob("output/**/spack-build.json")]
 
 
+def _figures(report):
+    return {(tc["display_name"], key.split(":")[-1])
+            for run in report["runs"] for tc in run["testcases"]
+            for key in (tc.get("perfvalues") or {})}
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("spack-real")
     root = _sandbox(tmp)
-    first = hpc_health(root, "run", "--site", "local", "--", *CHECKS, timeout=TIMEOUT)
-    first_dir, first_report = _report(root)
-    second = hpc_health(root, "run", "--site", "local", "--", *CHECKS, timeout=TIMEOUT)
-    second_dir, second_report = _report(root)
-    return {"first": (first, first_dir, first_report), "second": (second, second_dir,
-                                                                 second_report)}
+    found = {}
+    for name in ("cold", "warm"):
+        proc = hpc_health(root, "run", "--site", "local", timeout=TIMEOUT)
+        run_dir, report = _report(root)
+        found[name] = (proc, run_dir, report)
+    return found
 
 
-def test_every_check_runs_and_passes_sanity(runs):
-    proc, run_dir, report = runs["first"]
+def test_every_check_is_built_by_spack_and_runs(runs):
+    proc, run_dir, report = runs["cold"]
+    assert "Spack:      " in proc.stdout and "not found" not in proc.stdout.split("\n\n")[0]
     cases = _cases(report)
     bad = {name: (tc["result"], tc.get("fail_phase"), tc.get("fail_reason"))
            for name, tc in cases.items()
            if tc["result"] != "pass" and "inter_node" not in name}
-    assert not bad, proc.stdout[-5000:]
+    assert not bad, proc.stdout[-6000:]
     # One node: the two-node variants say why they did not run.
     inter = [tc for name, tc in cases.items() if "inter_node" in name]
     assert inter and all(tc["result"] == "skip" and "needs 2 nodes" in tc["skip_reason"]
                          for tc in inter)
-    for name in ("StreamBandwidth", "IorBandwidth %mode=mpiio_collective", "MdtestRates",
-                 "OsuCollective %benchmark=osu_allreduce"):
+    for name in ("StreamBandwidth", "StreamTriadScaling", "IorBandwidth %mode=posix_fpp",
+                 "IorBandwidth %mode=mpiio_collective", "MdtestRates",
+                 "OsuPointToPoint %benchmark=osu_latency %placement=intra_node",
+                 "OsuCollective %benchmark=osu_allreduce", "OsuPutLatency %placement=intra_node",
+                 "HaloExchange %dims=1 %strategy=SERE", "BarrierLatency"):
         assert cases[name]["perfvalues"], name
-    triad = cases["StreamTriadScaling"]["perfvalues"]
-    assert any(k.endswith(":triad_per_core_1t") for k in triad)
     ior = cases["IorBandwidth %mode=mpiio_collective"]["perfvalues"]
+    # Darshan counted the MPI-IO and POSIX bytes of the run.
     assert any(k.endswith(":mpiio_bytes") for k in ior)
     assert any(k.endswith(":posix_rank_time_ratio") for k in ior)
     summary = Path(cases["IorBandwidth %mode=mpiio_collective"]["outputdir"]) / "io-summary.txt"
     assert "MPI-IO: written" in summary.read_text()
+    md = cases["MdtestRates"]
+    assert any(k.endswith(":posix_meta_time") for k in md["perfvalues"])
+    # Our kernels went through Spack too.
+    assert cases["BarrierLatency"]["build_method"].startswith("spack")
     assert proc.returncode == 0, proc.stdout[-3000:]
+    # No reference was measured on this machine: a baseline, never another's.
+    assert "collecting a baseline on this hardware" in proc.stdout
 
 
-def test_each_environment_is_built_once_and_a_warm_run_touches_nothing(runs):
-    _, first_dir, _ = runs["first"]
-    first = _spack_records(first_dir)
-    assert len(first) == 3  # stream, osu, ior
-    assert all(r["concretized"] and r["installed"] for r in first)
-    _, second_dir, _ = runs["second"]
-    second = _spack_records(second_dir)
-    assert len(second) == 3
-    assert not any(r["concretized"] or r["installed"] for r in second), second
-    assert {json.dumps(r["hashes"], sort_keys=True) for r in first} == \
-        {json.dumps(r["hashes"], sort_keys=True) for r in second}
+def test_each_spec_set_is_built_once_and_a_warm_run_runs_no_spack_command(runs):
+    _, cold_dir, cold = runs["cold"]
+    records = _spack_records(cold_dir)
+    assert len(records) == 4    # stream, osu, ior (+ Darshan), our kernels
+    assert all(r["concretized"] for r in records)
+    _, warm_dir, warm = runs["warm"]
+    again = _spack_records(warm_dir)
+    assert len(again) == 4
+    assert not any(r["concretized"] or r["installed"] for r in again), again
+    logs = list(warm_dir.glob("output/**/spack-commands.log"))
+    assert not any("$ " in log.read_text() for log in logs)
+    assert {json.dumps(r["hashes"], sort_keys=True) for r in records} == \
+        {json.dumps(r["hashes"], sort_keys=True) for r in again}
+    # Every figure again.
+    assert _figures(warm) == _figures(cold)
 
 
 def test_a_spack_failure_fails_only_its_checks(tmp_path):
@@ -144,10 +153,9 @@ def test_a_spack_failure_fails_only_its_checks(tmp_path):
     assert "hpc-health: spack" in cases["OsuBuild"]["fail_reason"]
     assert "osu-micro-benchmarks" in cases["OsuBuild"]["fail_reason"]
     assert cases["StreamBandwidth"]["result"] == "pass"
-    # ReFrame marks the dependents fail_deps and keeps no reason; the table
-    # gives them the build's.
     assert {tc["result"] for name, tc in cases.items() if name.startswith("OsuCollective")} \
         == {"fail_deps"}
-    lines = [line for line in res.stdout.splitlines() if line.startswith("FAIL: OsuCollective")]
-    assert len(lines) == 4 and all("OsuBuild failed: sanity:" in line and "concretize" in line
-                                   for line in lines), res.stdout
+    # One line in the table for the build's failure and its dependents, with
+    # Spack's first error line in it.
+    lines = [line for line in res.stdout.splitlines() if line.startswith("FAIL")]
+    assert any("concretize" in line for line in lines), res.stdout

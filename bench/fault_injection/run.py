@@ -51,7 +51,8 @@ SUMMARY_BEGIN, SUMMARY_END = "<!-- fault-injection-summary:begin -->", "<!-- fau
 #: where a Spack lab may have installed the benchmarks (searched after PATH)
 LAB_GLOBS = {
     "stream": ["/opt/lab/opt/*/stream-*/bin/stream_c.exe"],
-    "osu_latency": ["/opt/lab/opt/*/osu-micro-benchmarks-*/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency"],
+    "osu_latency": ["/opt/lab/opt/*/osu-micro-benchmarks-*/libexec/osu-micro-benchmarks/mpi/pt2pt/"
+                    "osu_latency"],
     "osu_bw": ["/opt/lab/opt/*/osu-micro-benchmarks-*/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_bw"],
     "ior": ["/opt/lab/opt/*/ior-*/bin/ior"],
 }

@@ -17,13 +17,13 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from faults import run
+
 from hpc_health import stats
 from hpc_health.parsers.ior import parse_ior
 from hpc_health.parsers.kernels import parse_barrier, parse_halo
 from hpc_health.parsers.osu import parse_osu, value_at
 from hpc_health.parsers.stream import parse_stream
-
-from faults import run
 
 # The test suite's MPI helpers: one mpirun environment, one way to build the kernels.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))

@@ -12,9 +12,8 @@ import os
 
 from reframe.core.builtins import run_after, variable
 
-from hpc_health.checklib.check import settings
 from hpc_health.checklib.builds import SpackBuild
-
+from hpc_health.checklib.check import settings
 
 
 def with_toolchain(test, specs):

@@ -27,7 +27,6 @@ from hpc_health.figures import HIGHER, validate_all
 from hpc_health.results import SAMPLES_FILE
 from hpc_health.stats import location
 
-
 _BEFORE, _AFTER = 'node-before.json', 'node-after.json'
 
 

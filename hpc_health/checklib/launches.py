@@ -15,7 +15,6 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.exceptions import SanityError
 
-
 MARK = 'hpc-health: launch'
 # Not anchored at the line's start: a launch that died mid-line leaves no
 # newline, and the next marker is echoed onto that line.

@@ -10,8 +10,13 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from hpc_health.checklib.benchmarks import (Insane, OsuBuild, check_osu_table, osu_binary,
-                                            osu_options)
+from hpc_health.checklib.benchmarks import (
+    Insane,
+    OsuBuild,
+    check_osu_table,
+    osu_binary,
+    osu_options,
+)
 from hpc_health.checklib.check import HealthCheck, num_nodes, setting
 from hpc_health.checklib.launches import RepeatedLaunches
 from hpc_health.checklib.shell import shell_path

@@ -28,24 +28,9 @@ import time
 
 import yaml
 
+from hpc_health.spack_kit import find_spack, record, spack_env  # noqa: F401 - re-exported
+
 STAMP = 'hpc-health-stamp.json'
-
-
-def find_spack(spack_root=None):
-    """The spack executable: the site's spack_root, then PATH, then
-    $SPACK_ROOT; None when Spack is not available."""
-    candidates = []
-    if spack_root:
-        candidates.append(os.path.join(spack_root, 'bin', 'spack'))
-    on_path = shutil.which('spack')
-    if on_path:
-        candidates.append(on_path)
-    if os.environ.get('SPACK_ROOT'):
-        candidates.append(os.path.join(os.environ['SPACK_ROOT'], 'bin', 'spack'))
-    for c in candidates:
-        if os.path.isfile(c) and os.access(c, os.X_OK):
-            return c
-    return None
 
 
 def spec_name(spec):
@@ -158,8 +143,12 @@ def _run_spack(spack, args, log):
     t0 = time.monotonic()
     log.write(f'$ {" ".join(cmd)}\n')
     log.flush()
+    # SPACK_PYTHON on every call (a bootstrapped Spack runs with the Python
+    # that has clingo): a warm run that skips concretize hides a missing one.
+    rec = record()
+    env = spack_env(rec) if rec and rec["spack"] == spack else None
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True)
+                          text=True, env=env)
     log.write(proc.stdout)
     log.write(f'# exit {proc.returncode} after {time.monotonic() - t0:.1f} s\n')
     log.flush()

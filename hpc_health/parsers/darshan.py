@@ -132,7 +132,7 @@ def parse_darshan(text):
         views.append("perf")
     if "# Total file counts" in lines:
         views.append("file")
-    _require_sections(modules, sections, views)
+    _require_sections(lines, modules, sections, views)
 
     result = {"views": views, "header": header, "modules": modules,
               "mpiio": "MPI-IO" in modules,
@@ -209,7 +209,7 @@ def _sections(lines):
     return sections
 
 
-def _require_sections(modules, sections, views):
+def _require_sections(lines, modules, sections, views):
     if not modules:
         if "# no module data available." not in lines:
             raise ParseError("darshan-parser output lists no modules and no"

@@ -20,7 +20,8 @@
 ``bw_max_mib`` to ``aggregate_mib`` are IOR's summary (MiB/s, OPs/s, s, MiB);
 ``bw_mib`` to ``total_time_s`` are means over the iterations of IOR's
 per-iteration results, and each ``<figure>_iterations`` is the list of
-those per-iteration values, in order (the samples of a run).  ``aggregate_bytes`` is what IOR was asked to move per
+those per-iteration values, in order (the samples of a run).  ``aggregate_bytes`` is what
+IOR was asked to move per
 operation, blockSize x segmentCount x numTasks (IOR's "aggregate filesize"),
 the figure a Darshan check compares with the bytes Darshan saw.
 

@@ -52,7 +52,8 @@ def _int(obj, key, where, minimum=0):
 
 def _number(obj, key, where):
     value = _field(obj, key, where)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not math.isfinite(value) or value < 0):
         raise ParseError(f"{where}: field {key!r} must be a non-negative number, got {value!r}")
     return float(value)
 

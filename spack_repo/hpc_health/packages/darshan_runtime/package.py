@@ -2,11 +2,10 @@
 #
 # SPDX-License-Identifier: BSD-3-Clause
 
+from spack.package import *
 from spack_repo.builtin.packages.darshan_runtime.package import (
     DarshanRuntime as BuiltinDarshanRuntime,
 )
-
-from spack.package import *
 
 
 class DarshanRuntime(BuiltinDarshanRuntime):

@@ -4,9 +4,8 @@
 
 import pathlib
 
-from spack_repo.builtin.build_systems.cmake import CMakePackage
-
 from spack.package import *
+from spack_repo.builtin.build_systems.cmake import CMakePackage
 
 #: kernels/ of the hpc-health checkout that holds this recipe:
 #: <checkout>/spack_repo/hpc_health/packages/hpc_health_kernels/package.py

@@ -2,9 +2,8 @@
 #
 # SPDX-License-Identifier: BSD-3-Clause
 
-from spack_repo.builtin.packages.stream.package import Stream as BuiltinStream
-
 from spack.package import *
+from spack_repo.builtin.packages.stream.package import Stream as BuiltinStream
 
 
 class Stream(BuiltinStream):

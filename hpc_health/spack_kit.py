@@ -1,0 +1,274 @@
+"""Spack for the benchmarks, where the machine has none: bootstrapped from an
+offline kit into a cache outside the checkout.
+
+A *kit* is a directory an air-gapped centre can carry in (``hpc-health spack
+kit DIR`` makes one on a connected host):
+
+- ``spack-<version>-<commit>.tar.gz``: Spack itself, unpacking to one folder;
+- ``spack-packages-<commit>.tar.gz``: the builtin package repository
+  (``repos/spack_repo/builtin`` inside);
+- ``mirror/``: a source mirror in the layout ``spack mirror create`` writes
+  (``_source-cache/archive/<sha256[:2]>/<sha256>.tar.gz``);
+- ``STREAM-<version>-<commit>.tar.gz`` and
+  ``osu-micro-benchmarks-<version>-<commit>.tar.gz``: source trees of the
+  packages built from a local tree (Spack's ``stream`` has only a git URL);
+- ``SHA256SUMS``: the checksum of every file, verified before anything is
+  unpacked.
+
+The bootstrap unpacks Spack and its packages into
+``$HPC_HEALTH_CACHE/spack/<spack>+<packages>/`` (default
+``~/.cache/hpc-health``), a fresh copy of each develop tree (builds write
+into them; OSU must come from its archive, whose file times keep automake
+from regenerating ``aclocal.m4`` against Debian's libtool), installs clingo
+from PyPI into the Python that runs Spack (``SPACK_PYTHON``), turns
+bootstrapping off, names the builtin repository and registers this
+machine's build tools as externals (zlib among them: otherwise the
+concretizer plans zlib-ng, which no offline mirror has) in Spack's own site
+scope, and writes ``bootstrap.json``, which the checks read.
+
+This module is part of the core: it imports no ReFrame.
+"""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+from hpc_health.errors import ConfigError
+
+RECORD = "bootstrap.json"
+#: Build tools registered as externals (what Debian has of them is found).
+EXTERNALS = ("autoconf automake libtool m4 pkgconf perl gmake cmake gawk sed tar gzip bzip2 "
+             "xz zlib diffutils findutils coreutils bison flex gettext git ncurses python").split()
+#: Packages built from a kit's source trees: kit archive prefix -> Spack package.
+DEVELOP = {"STREAM": "stream", "osu-micro-benchmarks": "osu-micro-benchmarks"}
+_ARCHIVE = re.compile(r"^(?P<name>spack-packages|.+?)(-(?P<version>\d[\w.]*))?"
+                      r"-(?P<commit>[0-9a-f]{7,40})\.tar\.gz$")
+CLINGO = "clingo>=5.6,<5.9"
+
+
+def cache_root():
+    return Path(os.environ.get("HPC_HEALTH_CACHE") or
+                Path(os.path.expanduser("~/.cache")) / "hpc-health")
+
+
+def kit_from(site=None, explicit=None):
+    """The kit to bootstrap from: *explicit*, ``$HPC_HEALTH_SPACK_KIT``, or the
+    site's ``spack.kit``; None when none is given."""
+    given = explicit or os.environ.get("HPC_HEALTH_SPACK_KIT")
+    if not given and site is not None:
+        given = site.spack_setting("kit")
+    return Path(given).expanduser().resolve() if given else None
+
+
+class Kit:
+    """The files of a kit directory, checked."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise ConfigError(self.path, "no such kit directory (HPC_HEALTH_SPACK_KIT or "
+                              "spack.kit names it)")
+        archives = {}
+        for f in sorted(self.path.glob("*.tar.gz")):
+            m = _ARCHIVE.match(f.name)
+            if m:
+                archives.setdefault(m["name"], []).append((f, m["version"], m["commit"]))
+        spack = [a for a in archives.get("spack", [])]
+        packages = [a for name, found in archives.items() if name == "spack-packages"
+                    for a in found]
+        if not spack or not packages:
+            raise ConfigError(self.path, "a kit holds spack-<version>-<commit>.tar.gz and "
+                              "spack-packages-<commit>.tar.gz; found "
+                              f"{', '.join(f.name for f in self.path.iterdir()) or 'nothing'}")
+        self.spack = spack[-1]
+        self.packages = packages[-1]
+        self.sources = {DEVELOP[name]: found[-1] for name, found in archives.items()
+                        if name in DEVELOP}
+        self.mirror = self.path / "mirror" if (self.path / "mirror").is_dir() else None
+
+    @property
+    def key(self):
+        """The cache folder's name: which Spack and which packages."""
+        return f"spack-{self.spack[1]}-{self.spack[2][:10]}+packages-{self.packages[2][:10]}"
+
+    def verify(self, say=print):
+        """Check every file SHA256SUMS lists; ConfigError naming the first
+        that is missing or differs."""
+        sums = self.path / "SHA256SUMS"
+        if not sums.is_file():
+            raise ConfigError(sums, "the kit has no SHA256SUMS: it cannot be verified")
+        lines = [line.split(None, 1) for line in sums.read_text().splitlines() if line.strip()]
+        for n, (digest, name) in enumerate(lines, 1):
+            target = self.path / name.strip().lstrip("*")
+            if not target.is_file():
+                raise ConfigError(sums, f"lists {name.strip()}, which the kit does not have",
+                                  line=n)
+            if _sha256(target) != digest.lower():
+                raise ConfigError(sums, f"{name.strip()} does not match its checksum: a "
+                                  "damaged or altered kit", line=n)
+        say(f"spack setup: kit {self.path}: {len(lines)} files verified")
+
+
+def _sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as fp:
+        for block in iter(lambda: fp.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _unpack(archive, dest):
+    """Unpack *archive* (one top folder) as *dest*; nothing half-unpacked is
+    left under *dest*'s name."""
+    dest = Path(dest)
+    tmp = dest.with_name(dest.name + ".partial")
+    if tmp.exists():
+        shutil.rmtree(tmp)   # ours: a previous unpack that was interrupted
+    tmp.mkdir(parents=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp, filter="tar") if hasattr(tarfile, "data_filter") else \
+            tar.extractall(tmp)
+    (top,) = list(tmp.iterdir())
+    top.rename(dest)
+    tmp.rmdir()
+    return dest
+
+
+def record(cache=None):
+    """The bootstrap record of the pinned Spack in the cache, or None."""
+    root = Path(cache or cache_root()) / "spack"
+    found = sorted(root.glob(f"*/{RECORD}"), key=lambda p: p.stat().st_mtime)
+    for path in reversed(found):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if os.access(data.get("spack", ""), os.X_OK):
+            return data
+    return None
+
+
+def spack_env(rec):
+    """Environment for a Spack command of a bootstrap record."""
+    env = dict(os.environ)
+    if rec and rec.get("spack_python"):
+        env["SPACK_PYTHON"] = rec["spack_python"]
+    return env
+
+
+def _spack(rec, *args, say=print, check=True):
+    cmd = [rec["spack"], *args]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=spack_env(rec))
+    if check and proc.returncode:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-10:])
+        raise RuntimeError(f"{' '.join(cmd[1:])} failed (exit {proc.returncode}):\n{tail}")
+    say(f"spack setup: spack {' '.join(args[:3])} ({time.monotonic() - t0:.0f} s)")
+    return proc
+
+
+def _clingo(python, say=print):
+    """clingo from PyPI in the Python that runs Spack."""
+    probe = subprocess.run([python, "-c", "import clingo"], capture_output=True)
+    if probe.returncode == 0:
+        return
+    say(f"spack setup: installing {CLINGO} into {python}")
+    subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", CLINGO],
+                   check=True)
+
+
+def setup(kit_path, cache=None, python=None, say=print):
+    """Bootstrap the kit's Spack into the cache (idempotent); the record."""
+    kit = Kit(kit_path)
+    home = Path(cache or cache_root()) / "spack" / kit.key
+    done = home / RECORD
+    if done.is_file():
+        rec = json.loads(done.read_text())
+        if os.access(rec.get("spack", ""), os.X_OK):
+            say(f"spack setup: Spack ready at {rec['spack']} (bootstrapped "
+                f"{rec['bootstrapped']}; nothing to do)")
+            return rec
+    kit.verify(say)
+    home.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    for name, (archive, _, _) in (("spack", kit.spack), ("spack-packages", kit.packages)):
+        if not (home / name).is_dir():
+            say(f"spack setup: unpacking {archive.name}")
+            _unpack(archive, home / name)
+    develop = {}
+    for package, (archive, version, _) in sorted(kit.sources.items()):
+        dest = home / "src" / f"{package}-{version}"
+        if not dest.is_dir():
+            say(f"spack setup: unpacking {archive.name} (built from this tree)")
+            dest.parent.mkdir(exist_ok=True)
+            _unpack(archive, dest)
+        develop[package] = f"{dest}@{version}"
+    mirror = None
+    if kit.mirror:
+        mirror = home / "mirror"
+        if not mirror.is_dir():
+            shutil.copytree(kit.mirror, home / "mirror.partial", symlinks=True)
+            (home / "mirror.partial").rename(mirror)
+    python = python or sys.executable
+    _clingo(python, say)
+    builtin = home / "spack-packages" / "repos" / "spack_repo" / "builtin"
+    rec = {"spack": str(home / "spack" / "bin" / "spack"), "spack_python": python,
+           "builtin_repo": str(builtin), "source_mirror": str(mirror) if mirror else None,
+           "develop": develop, "kit": str(kit.path), "key": kit.key}
+    site_scope = home / "spack" / "etc" / "spack"
+    site_scope.mkdir(parents=True, exist_ok=True)
+    # Spack's own site scope: its commands work outside our environments too.
+    (site_scope / "bootstrap.yaml").write_text("bootstrap:\n  enable: false\n")
+    (site_scope / "repos.yaml").write_text(f"repos:\n  builtin: {builtin}\n")
+    version = _spack(rec, "--version", say=say).stdout.strip()
+    _spack(rec, "external", "find", "--scope", "site", "--not-buildable", *EXTERNALS, say=say)
+    rec.update(version=version, bootstrapped=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    tmp = done.with_suffix(".tmp")
+    tmp.write_text(json.dumps(rec, indent=1))
+    tmp.replace(done)
+    say(f"spack setup: Spack {version} ready at {rec['spack']} "
+        f"({time.monotonic() - t0:.0f} s)")
+    return rec
+
+
+def find_spack(spack_root=None):
+    """The spack executable: the site's spack_root, then PATH, then
+    $SPACK_ROOT, then one bootstrapped from a kit; None when there is none."""
+    candidates = []
+    if spack_root:
+        candidates.append(os.path.join(spack_root, "bin", "spack"))
+    if shutil.which("spack"):
+        candidates.append(shutil.which("spack"))
+    if os.environ.get("SPACK_ROOT"):
+        candidates.append(os.path.join(os.environ["SPACK_ROOT"], "bin", "spack"))
+    rec = record()
+    if rec:
+        candidates.append(rec["spack"])
+    for c in candidates:
+        if os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    return None
+
+
+def status(site):
+    """(found, how, fix) for a run's header: which Spack the checks will
+    use, or why there is none and what to do about it."""
+    found = find_spack(site.spack_setting("spack_root"))
+    if found:
+        rec = record()
+        how = "bootstrapped from a kit" if rec and rec["spack"] == found else "found"
+        return True, f"{how}: {found}", ""
+    kit = kit_from(site)
+    fix = (f"hpc-health spack setup --kit {kit}" if kit else
+           "install Spack (spack on PATH, $SPACK_ROOT or spack.spack_root), or bootstrap "
+           "one from an offline kit: HPC_HEALTH_SPACK_KIT=DIR bash ci/health.sh "
+           "(docs/spack.md)")
+    return False, "not found (no spack on PATH, no $SPACK_ROOT, no spack.spack_root, " \
+                  "none bootstrapped)", fix
