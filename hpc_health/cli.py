@@ -338,6 +338,24 @@ def spack_setup(kit, site):
         sys.exit(1)
 
 
+@spack.command("kit")
+@click.argument("dest", type=click.Path(file_okay=False))
+@click.option("--from", "base_url", metavar="URL",
+              help="Fetch the archives from URL/<name> (another kit, a local web server) "
+                   "instead of their public sources.")
+def spack_kit_cmd(dest, base_url):
+    """Make an offline kit in DEST on a connected host: the pinned Spack,
+    spack-packages, STREAM and OSU archives, a source mirror for IOR and
+    Darshan (made with a Spack found or bootstrapped here), SHA256SUMS.
+    Carry DEST to the air-gapped machine and give it as HPC_HEALTH_SPACK_KIT."""
+    from hpc_health import spack_kit
+    say = lambda line: click.echo(line, err=True)  # noqa: E731
+    kit = spack_kit.make_kit(dest, base_url, say=say)
+    rec = spack_kit.record() or spack_kit.setup(kit.path, say=say)
+    spack_kit.make_kit(dest, base_url, spack=rec, say=say)
+    click.echo(f"kit ready: {dest} (HPC_HEALTH_SPACK_KIT={dest} bash ci/health.sh)")
+
+
 @cli.command()
 @click.argument("kind", type=click.Choice(parsers.names()))
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))

@@ -222,11 +222,13 @@ def setup(kit_path, cache=None, python=None, say=print):
     rec = {"spack": str(home / "spack" / "bin" / "spack"), "spack_python": python,
            "builtin_repo": str(builtin), "source_mirror": str(mirror) if mirror else None,
            "develop": develop, "kit": str(kit.path), "key": kit.key}
-    site_scope = home / "spack" / "etc" / "spack"
+    site_scope = home / "spack" / "etc" / "spack" / "site"
     site_scope.mkdir(parents=True, exist_ok=True)
     # Spack's own site scope: its commands work outside our environments too.
     (site_scope / "bootstrap.yaml").write_text("bootstrap:\n  enable: false\n")
     (site_scope / "repos.yaml").write_text(f"repos:\n  builtin: {builtin}\n")
+    if mirror:
+        (site_scope / "mirrors.yaml").write_text(f"mirrors:\n  hpc-health-kit: file://{mirror}\n")
     version = _spack(rec, "--version", say=say).stdout.strip()
     _spack(rec, "external", "find", "--scope", "site", "--not-buildable", *EXTERNALS, say=say)
     rec.update(version=version, bootstrapped=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
@@ -255,6 +257,55 @@ def find_spack(spack_root=None):
         if os.path.isfile(c) and os.access(c, os.X_OK):
             return c
     return None
+
+
+#: What `hpc-health spack kit` fetches, pinned: the Spack and spack-packages
+#: commits this suite is tested with, and the trees built from local sources.
+#: (file name in the kit, public archive of that commit)
+PINNED = (
+    ("spack-1.2.0.dev0-9cf66332df.tar.gz",
+     "https://github.com/vjranagit/spack/archive/9cf66332df3dd988248617fc93400045be59ebab.tar.gz"),
+    ("spack-packages-983d4a3b6c.tar.gz",
+     "https://github.com/spack/spack-packages/archive/"
+     "983d4a3b6c6ec5c62e38970fd916276658b9fca1.tar.gz"),
+    ("STREAM-5.10-6703f75.tar.gz",
+     "https://github.com/jeffhammond/STREAM/archive/6703f75.tar.gz"),
+    ("osu-micro-benchmarks-7.4-a6bb9d2.tar.gz",
+     "https://github.com/johnpzh/osu-micro-benchmarks-7.4-ext/archive/a6bb9d2.tar.gz"),
+)
+#: Sources the mirror holds: the tarball packages of the local site's spec
+#: sets (IOR with mdtest, Darshan), at the versions Spack picks and the one
+#: a site may pin.
+MIRRORED = ("ior@3.3.0", "ior@4.0.0", "darshan-runtime@3.5.0", "darshan-util@3.5.0")
+
+
+def make_kit(dest, base_url=None, spack=None, specs=MIRRORED, say=print):
+    """A kit in *dest* on a connected host: the pinned archives (from
+    *base_url*/<name> when given, e.g. another kit), a source mirror of
+    *specs* made by ``spack mirror create`` with *spack* (a record), and
+    SHA256SUMS over everything."""
+    import urllib.request
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    for name, url in PINNED:
+        target = dest / name
+        if target.exists():
+            continue
+        src = f"{base_url.rstrip('/')}/{name}" if base_url else url
+        say(f"spack kit: fetching {src}")
+        tmp = target.with_suffix(".partial")
+        with urllib.request.urlopen(src, timeout=600) as resp, open(tmp, "wb") as fp:
+            shutil.copyfileobj(resp, fp)
+        tmp.replace(target)
+    for spec in specs if spack is not None else ():
+        # One spec a call: two versions of one package do not concretize together.
+        _spack(spack, "mirror", "create", "-d", str(dest / "mirror"), spec, say=say)
+    files = sorted(p for p in dest.rglob("*") if p.is_file() and not p.is_symlink()
+                   and p.name != "SHA256SUMS")
+    (dest / "SHA256SUMS").write_text("".join(f"{_sha256(p)}  {p.relative_to(dest)}\n"
+                                             for p in files))
+    say(f"spack kit: {dest}: {len(files)} files, SHA256SUMS written")
+    return Kit(dest)
 
 
 def status(site):
