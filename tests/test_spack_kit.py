@@ -7,10 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from sandbox import REPO, hpc_health, make_root
 
 from hpc_health import spack_kit
 from hpc_health.errors import ConfigError
-from sandbox import REPO, hpc_health, make_root
 
 SHARED_KIT = Path(os.environ.get("HPC_HEALTH_SPACK_KIT") or REPO.parent / "shared" / "spack-kit")
 needs_kit = pytest.mark.skipif(not (SHARED_KIT / "SHA256SUMS").is_file(),
