@@ -127,10 +127,13 @@ def nodes(site, part):
 
 def test_build_scripts_ensure_the_spack_environments(dry_run):
     name, site, config, cases = dry_run
-    develop = (site.settings.get("spack") or {}).get("develop") or {}
     for part, env in combos(config):
         key = part["name"], env["name"]
         cfg = settings(site, part)
+        # What the checks see: the site's Spack settings, and where a Spack
+        # bootstrapped from a kit is the one used, the kit's for those unset.
+        spack = sites.partition_extras(site.dir, part["name"])["hpc_health"]["spack"]
+        develop = spack["develop"]
         # The site's settings with the schema's defaults filled in.
         stream_cfg, ior_cfg = cfg["stream"], cfg["ior"]
         size = stream_cfg.get("array_size") or bm.stream_array_size(part["processor"])
@@ -152,7 +155,7 @@ def test_build_scripts_ensure_the_spack_environments(dry_run):
             assert dev == [f"{n}={w}" for n, w in develop.items() if n in names]
             for setting in ("install_tree", "builtin_repo", "source_mirror",
                             "bootstrap_mirror"):
-                value = site.spack_setting(setting)
+                value = spack[setting]
                 flag = f"--{setting.replace('_', '-')}"
                 assert opts.get(flag) == value, (flag, opts)
         # Our kernels go through the same Spack layer in a dry run.
