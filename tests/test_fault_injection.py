@@ -2,20 +2,18 @@
 the results table (pure Python), and the removal of what a killed run left
 behind (real namespaces, cgroups, loop devices when run as root)."""
 
+import json
 import math
 import pathlib
 import re
-import sys
 
 import numpy as np
 import pytest
 
+from bench.fault_injection import analysis, faults, run, workloads
+from hpc_health import stats
+
 HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "bench" / "fault_injection"))
-
-import analysis  # noqa: E402
-
-from hpc_health import stats  # noqa: E402
 
 
 def test_schedule_alternates_clean_and_faulty_when_counts_match():
@@ -68,7 +66,7 @@ def _night(kind, values, refs, metrics, phase="trial"):
 
 def test_judge_and_summary_on_synthetic_nights():
     rng = np.random.default_rng(1)
-    from workloads import Metric
+    Metric = workloads.Metric
     metrics = [Metric("bw", "MB/s", stats.HIGHER), Metric("lat", "us", stats.LOWER)]
 
     def draw(bw_scale=1.0, lat_scale=1.0):
@@ -108,24 +106,25 @@ def test_judge_and_summary_on_synthetic_nights():
     assert "0 `DEGRADED` in 20 verdicts over 10 clean runs" in summary
 
 
-def test_readme_markers(tmp_path):
-    import run
-    doc = tmp_path / "README.md"
-    doc.write_text("head\n<!-- a -->\nold\n<!-- b -->\ntail\n")
-    run.write_between(doc, "<!-- a -->", "<!-- b -->", "new")
-    assert doc.read_text() == "head\n<!-- a -->\nnew\n<!-- b -->\ntail\n"
-    with pytest.raises(SystemExit, match="no <!-- x -->"):
-        run.write_between(doc, "<!-- x -->", "<!-- b -->", "new")
-    text = run.PROJECT_README.read_text()
-    assert run.SUMMARY_BEGIN in text and run.SUMMARY_END in text
+def test_results_go_to_their_own_file_and_no_readme_is_rewritten(tmp_path):
+    doc = json.loads((HERE.parent / "bench" / "fault_injection" / "results.json").read_text())
+    readmes = {p: p.read_text() for p in (HERE.parent / "README.md",
+                                          HERE.parent / "bench" / "fault_injection" / "README.md")}
+    out = tmp_path / "RESULTS.md"
+    assert run.main(["--table", str(HERE.parent / "bench" / "fault_injection" / "results.json"),
+                     "--results-md", str(out)]) == 0
+    text = out.read_text()
+    assert text.startswith("# Fault injection: measured results")
+    assert "| fault (25 % nominal) |" in text and analysis.render_table(doc) in text
+    assert all(p.read_text() == before for p, before in readmes.items())
 
 
 def test_dd_rate_and_size_names():
-    from workloads import _dd_rate, _size_name
+    _dd_rate, _size_name = workloads._dd_rate, workloads._size_name
     err = "512+0 records in\n512+0 records out\n536870912 bytes (537 MB, 512 MiB) copied, 0.25 s, 2.1 GB/s\n"
     assert _dd_rate(err) == pytest.approx(536870912 / 0.25 / 1e6)
     assert _size_name(8) == "8B" and _size_name(4096) == "4KiB" and _size_name(1 << 20) == "1MiB"
-    assert math.isnan(__import__("workloads").median([]))
+    assert math.isnan(workloads.median([]))
 
 
 def test_fit_strength_averages_noisy_tries():
@@ -143,7 +142,6 @@ def test_fit_strength_averages_noisy_tries():
 def test_append_keeps_the_other_faults_and_replaces_the_one_run_again(tmp_path):
     import json
 
-    import run
     out = tmp_path / "results.json"
     first = run.Recorder(out, {"started": "a", "argv": ["--samples", "3"]})
     for name in ("io", "memory"):
@@ -160,7 +158,7 @@ def test_append_keeps_the_other_faults_and_replaces_the_one_run_again(tmp_path):
 
 
 def test_small_size_not_trialled_when_the_baseline_promises_no_more():
-    from workloads import Metric
+    Metric = workloads.Metric
     rng = np.random.default_rng(3)
     metric = Metric("lat", "us", stats.LOWER)
     base = [_night("clean", {"lat": list(2.0 * np.exp(rng.normal(0, 0.15, 5)))}, None,
@@ -204,7 +202,6 @@ def test_clean_stale_removes_a_dead_runs_objects_and_nothing_else(tmp_path):
     import shutil
     import subprocess
 
-    import faults
     dead, live = _dead_pid(), os.getpid()
     scratch, images = tmp_path / "scratch", tmp_path / "images"
     images.mkdir()
@@ -262,7 +259,7 @@ def test_rejudge_recomputes_verdicts_from_the_recorded_nights_only():
     """Nights judged by an older rule (a stale verdict and reference planted
     here) are judged again from their own baseline nights."""
     rng = np.random.default_rng(2)
-    from workloads import Metric
+    Metric = workloads.Metric
     metrics = [Metric("bw", "MB/s", stats.HIGHER)]
     draw = lambda scale=1.0: {"bw": list(1000 * scale * np.exp(rng.normal(0, 0.02, 8)))}  # noqa: E731
     base = [_night("clean", draw(), None, metrics, "baseline") for _ in range(20)]
@@ -288,7 +285,6 @@ def test_rejudge_recomputes_verdicts_from_the_recorded_nights_only():
 
 
 def test_split_samples():
-    import run
     assert run.split_samples(40, 1) == [40]
     assert run.split_samples(40, 8) == [5] * 8
     assert run.split_samples(10, 4) == [3, 3, 2, 2]
@@ -301,8 +297,8 @@ def _tick_scenario():
     night's samples show when they were taken."""
     import contextlib
 
-    from scenarios import Scenario
-    from workloads import Metric, RunEnv, Workload  # noqa: F401
+    from bench.fault_injection.scenarios import Scenario
+    from bench.fault_injection.workloads import Metric, RunEnv, Workload  # noqa: F401
 
     clock = iter(range(1, 10 ** 6))
 
@@ -338,7 +334,6 @@ def test_rounds_spread_every_night_over_the_block(tmp_path):
     """With --rounds R each round visits every night in turn: a night's
     samples come from R moments spread over the whole block, and every
     night is judged once its last round is in."""
-    import run
     Demo = _tick_scenario()
 
     opts = run.parse_args(["--samples", "4", "--rounds", "2", "--baseline-runs", "3",
@@ -366,7 +361,6 @@ def test_interleaved_baseline_is_taken_among_the_nights_it_judges(tmp_path):
     nights are spread through the trial block (their samples interleaved
     with the trial nights'), and the trial nights are judged against it
     once the block is done."""
-    import run
     Demo = _tick_scenario()
     opts = run.parse_args(["--samples", "2", "--rounds", "2", "--baseline-runs", "4",
                            "--pilot-runs", "2", "--trials", "2", "--clean-runs", "2",

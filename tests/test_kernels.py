@@ -7,9 +7,9 @@ the machine has, so iteration counts and sizes are kept small.
 import json
 import subprocess
 
-import mpi_env
 import pytest
 
+from hpc_health import localmpi as mpi_env
 from hpc_health.parsers import ParseError
 from hpc_health.parsers.kernels import parse_barrier, parse_halo
 

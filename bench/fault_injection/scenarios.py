@@ -12,11 +12,11 @@ from __future__ import annotations
 import contextlib
 import os
 
-import faults
-from faults import FaultError
-from workloads import Barrier, DdProbe, Halo, Ior, OsuBw, OsuLatency, RunEnv, Stream, TriadProbe
-
 from hpc_health import stats
+
+from . import faults
+from .faults import FaultError
+from .workloads import Barrier, DdProbe, Halo, Ior, OsuBw, OsuLatency, RunEnv, Stream, TriadProbe
 
 TCP_ON_LO = ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo",
              "--mca", "oob_tcp_if_include", "lo"]

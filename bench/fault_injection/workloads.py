@@ -13,21 +13,18 @@ import math
 import os
 import re
 import shutil
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from faults import run
-
+# The test suite's MPI helpers: one mpirun environment, one way to build the kernels.
+from hpc_health import localmpi as mpi_env
 from hpc_health import stats
 from hpc_health.parsers.ior import parse_ior
 from hpc_health.parsers.kernels import parse_barrier, parse_halo
 from hpc_health.parsers.osu import parse_osu, value_at
 from hpc_health.parsers.stream import parse_stream
 
-# The test suite's MPI helpers: one mpirun environment, one way to build the kernels.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-import mpi_env  # noqa: E402
+from .faults import run
 
 
 @dataclass
@@ -241,9 +238,6 @@ class Halo(Workload):
         """Bytes/s through lo for the largest size at ``value_us`` per
         exchange: every rank sends 2 messages per dimension."""
         return self.ranks * 2 * self.sizes[-1] / (value_us * 1e-6)
-
-    def sends_per_exchange(self):
-        return 2   # per rank, 1-D grid: one message per side
 
 
 class Barrier(Workload):

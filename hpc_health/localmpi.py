@@ -1,6 +1,7 @@
-"""Helpers for tests that build and run our MPI kernels on this machine.
+"""MPI on this machine, for the tests and the fault bench that build and run
+our kernels outside ReFrame.
 
-The API is deliberately small because several test files use it:
+The API is deliberately small because several users share it:
 
 ``missing_tools()``
     names of the programs (mpicc, mpirun, cmake) not on PATH; a test skips
@@ -18,7 +19,7 @@ import pathlib
 import shutil
 import subprocess
 
-KERNELS_DIR = pathlib.Path(__file__).resolve().parent.parent / "kernels"
+from hpc_health.paths import repo_root
 
 _TOOLS = ("mpicc", "mpirun", "cmake")
 
@@ -56,7 +57,7 @@ def build_kernels(build_dir):
     prefix = build_dir / "install"
     log = build_dir / "build.log"
     steps = [
-        ["cmake", "-S", str(KERNELS_DIR), "-B", str(objdir),
+        ["cmake", "-S", str(repo_root() / "kernels"), "-B", str(objdir),
          "-DCMAKE_BUILD_TYPE=Release", f"-DCMAKE_INSTALL_PREFIX={prefix}"],
         ["cmake", "--build", str(objdir), "--parallel", "2"],
         ["cmake", "--install", str(objdir)],

@@ -1,0 +1,1 @@
+"""Measurement tools of hpc-health (run from the repository root: python -m bench...)."""
