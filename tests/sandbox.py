@@ -31,8 +31,24 @@ def make_root(tmp_path, sites=("local",), references=True):
     return root
 
 
-def hpc_health(root, *args, timeout=900, env=None):
+def without_spack(env, root):
+    """*env* with this machine's Spack out of sight (its cache, $SPACK_ROOT,
+    PATH): a test of something else must not build through Spack."""
+    env = dict(env)
+    env["HPC_HEALTH_CACHE"] = str(root.parent / "cache-without-spack")
+    env.pop("SPACK_ROOT", None)
+    env.pop("HPC_HEALTH_SPACK_KIT", None)
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                                  if not os.path.exists(os.path.join(p, "spack")))
+    return env
+
+
+def hpc_health(root, *args, timeout=900, env=None, spack=False):
+    """``python -m hpc_health ARGS`` on the sandbox *root*; without Spack
+    unless *spack*."""
     env = dict(env or os.environ, HPC_HEALTH_ROOT=str(root),
                HPC_HEALTH_STORE=str(root.parent / "store"))
+    if not spack:
+        env = without_spack(env, root)
     return subprocess.run([sys.executable, "-m", "hpc_health", *args],
                           capture_output=True, text=True, timeout=timeout, env=env)

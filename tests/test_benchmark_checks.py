@@ -434,12 +434,41 @@ def test_bad_benchmark_settings_are_refused_with_their_key(tmp_path, change, mes
         sites.load(site_dir)
 
 
-def test_develop_setting_reaches_the_partition_extras(tmp_path):
+@pytest.fixture
+def no_spack(tmp_path, monkeypatch):
+    """This machine's Spack (on PATH, $SPACK_ROOT, bootstrapped) out of sight."""
+    monkeypatch.setenv("HPC_HEALTH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("SPACK_ROOT", raising=False)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    return tmp_path / "cache"
+
+
+def test_develop_setting_reaches_the_partition_extras(tmp_path, no_spack):
     site_dir = _site_copy(tmp_path)
     _edit(site_dir, lambda d: d["spack"].update(develop={"stream": "src/STREAM@5.10"}))
     extras = sites.partition_extras(site_dir, "default")["hpc_health"]
     assert extras["spack"]["develop"] == {"stream": "src/STREAM@5.10"}
     assert extras["stream"]["ntimes"] == 20
+
+
+def test_a_bootstrapped_spack_brings_the_kit_defaults_and_the_site_wins(tmp_path, no_spack):
+    import json as _json
+    home = no_spack / "spack" / "k"
+    (home / "bin").mkdir(parents=True)
+    spack = home / "bin" / "spack"
+    spack.write_text("#!/bin/sh\n")
+    spack.chmod(0o755)
+    (home / "bootstrap.json").write_text(_json.dumps({
+        "spack": str(spack), "spack_python": "/usr/bin/python3", "builtin_repo": "/kit/builtin",
+        "source_mirror": "/kit/mirror", "develop": {"stream": "/kit/STREAM@5.10",
+                                                    "osu-micro-benchmarks": "/kit/osu@7.4"}}))
+    site_dir = _site_copy(tmp_path)
+    _edit(site_dir, lambda d: d["spack"].update(develop={"stream": "src/STREAM@5.10"}))
+    spack_cfg = sites.partition_extras(site_dir, "default")["hpc_health"]["spack"]
+    assert spack_cfg["builtin_repo"] == "/kit/builtin"
+    assert spack_cfg["source_mirror"] == "/kit/mirror"
+    assert spack_cfg["develop"] == {"stream": "src/STREAM@5.10",
+                                    "osu-micro-benchmarks": "/kit/osu@7.4"}
 
 
 # ----------------------------------------------------------------- helpers

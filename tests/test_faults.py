@@ -11,7 +11,7 @@ import time
 
 import pytest
 import yaml
-from sandbox import REPO, hpc_health, make_root
+from sandbox import REPO, hpc_health, make_root, without_spack
 from store_fixtures import case, series, write_run
 
 FIGURE = ("HaloExchange", "time_8B", "us")
@@ -103,7 +103,8 @@ def _ours(root):
 
 
 def _start(root):
-    env = dict(os.environ, HPC_HEALTH_ROOT=str(root), HPC_HEALTH_STORE=str(_store(root)))
+    env = without_spack(dict(os.environ, HPC_HEALTH_ROOT=str(root),
+                             HPC_HEALTH_STORE=str(_store(root))), root)
     return subprocess.Popen([sys.executable, "-m", "hpc_health", "run", "--site", "local"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
@@ -175,8 +176,8 @@ def test_a_store_path_with_shell_characters_is_refused_before_anything_runs(root
     target = root.parent / store
     res = subprocess.run([sys.executable, "-m", "hpc_health", "run", "--site", "local"],
                          capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, HPC_HEALTH_ROOT=str(root),
-                                  HPC_HEALTH_STORE=str(target)))
+                         env=without_spack(dict(os.environ, HPC_HEALTH_ROOT=str(root),
+                                                HPC_HEALTH_STORE=str(target)), root))
     assert res.returncode == 2, res.stdout + res.stderr
     assert "HPC_HEALTH_STORE" in res.stderr and f"holds {bad}" in res.stderr
     assert not target.exists() and not (root.parent / "PWNED").exists()
@@ -467,11 +468,7 @@ def test_a_scratch_symlink_into_a_system_directory_is_refused(root, tmp_path):
 @pytest.mark.slow
 def test_without_spack_its_checks_are_skipped_and_the_run_says_how_to_fix_it(tmp_path):
     root = make_root(tmp_path, references=False)
-    env = {k: v for k, v in os.environ.items() if k not in ("SPACK_ROOT",
-                                                             "HPC_HEALTH_SPACK_KIT")}
-    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep)
-                                  if not os.path.exists(os.path.join(p, "spack")))
-    res = hpc_health(root, "run", "--site", "local", "--", "-n", "StreamBandwidth", env=env)
+    res = hpc_health(root, "run", "--site", "local", "--", "-n", "StreamBandwidth")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "Spack:      not found" in res.stdout and "To fix:" in res.stdout
     assert "SKIPPED: StreamBandwidth: StreamBuild skipped: Spack not found" in res.stdout \

@@ -85,7 +85,7 @@ def runs(tmp_path_factory):
     root = _sandbox(tmp)
     found = {}
     for name in ("cold", "warm"):
-        proc = hpc_health(root, "run", "--site", "local", timeout=TIMEOUT)
+        proc = hpc_health(root, "run", "--site", "local", timeout=TIMEOUT, spack=True)
         run_dir, report = _report(root)
         found[name] = (proc, run_dir, report)
     return found
@@ -144,7 +144,7 @@ def test_each_spec_set_is_built_once_and_a_warm_run_runs_no_spack_command(runs):
 def test_a_spack_failure_fails_only_its_checks(tmp_path):
     root = _sandbox(tmp_path, osu={"spec": "osu-micro-benchmarks@0.0.1"})
     res = hpc_health(root, "run", "--site", "local", "--", "-n", "OsuCollective",
-                     "-n", "StreamBandwidth", timeout=TIMEOUT)
+                     "-n", "StreamBandwidth", timeout=TIMEOUT, spack=True)
     assert res.returncode == 1, res.stdout[-3000:]
     _, report = _report(root)
     cases = _cases(report)
