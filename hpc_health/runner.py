@@ -13,6 +13,7 @@ from hpc_health import (
     baseline,
     hardware,
     paths,
+    processes,
     references,
     results,
     sites,
@@ -276,16 +277,8 @@ STOP_GRACE_S = 60
 def stop_process_group(proc, grace=STOP_GRACE_S):
     """SIGINT to ReFrame's process group (ReFrame then cancels its jobs and
     writes its report), then SIGTERM, then SIGKILL, each after a grace."""
-    for sig, wait in ((signal.SIGINT, grace), (signal.SIGTERM, 10), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            proc.wait(timeout=wait)
-            break
-        except subprocess.TimeoutExpired:
-            continue
+    processes.stop_group(proc, ((signal.SIGINT, grace), (signal.SIGTERM, 10),
+                                (signal.SIGKILL, 10)))
 
 
 def site_hardware(site, partition=None):

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpc_health import __version__, paths
+from hpc_health import __version__, paths, processes
 
 
 def runs_dir(site=None):
@@ -156,13 +156,7 @@ def _alive(meta):
     pid = meta.get("pid")
     if not isinstance(pid, int) or meta.get("hostname") != socket.gethostname():
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return processes.alive(pid)
 
 
 def scan(site=None):

@@ -9,7 +9,6 @@ plausible.
 """
 
 import functools
-import os
 import re
 
 import reframe as rfm
@@ -19,15 +18,9 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from hpc_health.checklib.benchmarks import (
-    Insane,
-    StreamBuild,
-    check_stream_run,
-    cores_per_node,
-    thread_series,
-)
+from hpc_health.checklib import benchmarks as bm
 from hpc_health.checklib.check import HealthCheck
-from hpc_health.checklib.launches import sections
+from hpc_health.checklib.launches import job_output, sections
 from hpc_health.checklib.shell import shell_path
 from hpc_health.figures import HIGHER, THREAD_COUNTS, Figure
 from hpc_health.parsers import ParseError
@@ -43,17 +36,16 @@ def _rate(out, threads, kernel='triad'):
 
 
 def _all_cores(kernel):
-    return lambda out: _rate(out, max(out), kernel)
+    return lambda out: _rate(out, max(out), kernel)     # one thread count: all cores
 
 
 class StreamBase(HealthCheck):
-    stream = fixture(StreamBuild, scope='environment')
+    stream = fixture(bm.StreamBuild, scope='environment')
     valid_systems = ['+cpu']
     valid_prog_environs = ['+openmp']
     exclusive_access = True
     time_limit = '10m'
-    num_tasks = 1
-    num_tasks_per_node = 1
+    num_tasks = num_tasks_per_node = 1
 
     #: OpenMP threads of the all-core run.  Unset: ``stream.threads``, else
     #: the partition's cores per node.
@@ -75,7 +67,7 @@ class StreamBase(HealthCheck):
     def set_threads(self):
         self.fill_from_settings('stream', threads='threads', proc_bind='proc_bind',
                                 places='places', samples='samples')
-        self.threads = self.threads or cores_per_node(self.current_partition.processor) or 1
+        self.threads = self.threads or bm.cores_per_node(self.current_partition.processor) or 1
         self.num_cpus_per_task = self.threads
         # One OpenMP process, in the job script on the allocated node: a
         # parallel launcher would pin it (Open MPI binds up to two ranks to
@@ -95,18 +87,13 @@ class StreamBase(HealthCheck):
     @functools.cached_property
     def _rounds(self):
         """One {threads: parsed output} per sample."""
-        try:
-            with open(os.path.join(self.stagedir, sn.evaluate(self.stdout))) as fp:
-                text = fp.read()
-        except OSError as err:
-            raise SanityError(f'STREAM output unreadable: {err}') from None
         rounds = {}
-        for mark, body in sections(text, _SECTION):
+        for mark, body in sections(job_output(self, 'STREAM'), _SECTION):
             threads, sample = int(mark.group(1)), int(mark.group(2))
             try:
                 out = parse_stream(body)
-                check_stream_run(out, threads, self.stream.array_size)
-            except (ParseError, Insane) as err:
+                bm.check_stream_run(out, threads, self.stream.array_size)
+            except (ParseError, bm.Insane) as err:
                 raise SanityError(f'STREAM with {threads} threads, sample {sample}: '
                                   f'{err}') from None
             rounds.setdefault(sample, {})[threads] = out
@@ -155,4 +142,4 @@ class StreamTriadScaling(StreamBase):
     @run_after('setup')
     def set_counts(self):
         self.fill_from_settings('stream', thread_counts='thread_counts')
-        self.thread_counts = sorted(set(self.thread_counts or thread_series(self.threads)))
+        self.thread_counts = sorted(set(self.thread_counts or bm.thread_series(self.threads)))

@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from hpc_health import processes
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 # Every object a run creates carries its PID in one of these names.
 SCRATCH_PREFIX = "hpc-health-fi-"
@@ -61,18 +63,7 @@ def _kill_group(proc, grace=3.0):
     mpirun killed alone can leave its ranks spinning; they share the
     session the child was started in, so the group is what must go.
     """
-    if proc.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, grace)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    processes.stop_group(proc, ((signal.SIGTERM, grace), (signal.SIGKILL, grace)))
 
 
 def run(cmd, env=None, timeout=300, check=True, cwd=None):
@@ -367,16 +358,6 @@ def _pid_in(name, prefix, suffix=""):
     return int(head) if head.isdigit() else None
 
 
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _loop_devices():
     """{device: backing file} of every attached loop device."""
     if shutil.which("losetup") is None:
@@ -405,7 +386,7 @@ def find_stale(scratch_parents=None, image_dirs=None):
     removed.  Only names carrying a dead PID are listed: a live run's objects
     and anything named otherwise are never touched."""
     def dead(pid):
-        return pid is not None and not _alive(pid)
+        return pid is not None and not processes.alive(pid)
 
     scratch_parents = [Path(d) for d in (scratch_parents or [tempfile.gettempdir()])]
     image_dirs = [Path(d) for d in (image_dirs or ["/dev/shm"])]

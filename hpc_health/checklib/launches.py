@@ -30,6 +30,16 @@ def sections(text, marker):
     return [(m, text[m.end():end]) for m, end in zip(marks, ends)]
 
 
+def job_output(test, what):
+    """The job's standard output; a SanityError naming *what* when it cannot
+    be read."""
+    try:
+        with open(os.path.join(test.stagedir, sn.evaluate(test.stdout))) as fp:
+            return fp.read()
+    except OSError as err:
+        raise SanityError(f'{what} output unreadable: {err}') from None
+
+
 class RepeatedLaunches(rfm.RegressionTestPlugin):
     """Launch ``executable`` ``samples`` times under the job's own launcher.
 
@@ -61,12 +71,7 @@ class RepeatedLaunches(rfm.RegressionTestPlugin):
     def launch_outputs(self, what):
         """The output of every launch, in order; a SanityError naming *what*
         when the job's output cannot be read or launches are missing."""
-        try:
-            with open(os.path.join(self.stagedir, sn.evaluate(self.stdout))) as fp:
-                text = fp.read()
-        except OSError as err:
-            raise SanityError(f'{what} output unreadable: {err}') from None
-        runs = [body for _, body in sections(text, _SECTION)]
+        runs = [body for _, body in sections(job_output(self, what), _SECTION)]
         if len(runs) < self.samples:
             raise SanityError(f'{what}: {len(runs)} of {self.samples} launches '
                               'started (job cut short?)')
