@@ -512,3 +512,37 @@ def test_repeated_runs_split_at_their_markers_and_parse_alone():
     assert parse_stream(runs[0][1])["validated"]
     with pytest.raises(ParseError):
         parse_stream(runs[1][1])
+
+
+def test_a_spack_failure_says_its_first_error_on_the_line_the_table_shows():
+    spackenv = _load_lib("spackenv")
+    text = (DATA / "spack" /
+            "spack_install_stream_FAIL_head_spack-packages_compiler-wrapper_fetch.txt").read_text()
+    excerpt = spackenv._excerpt("install --fail-fast", text, 1)
+    first = excerpt.splitlines()[0]
+    assert first.startswith("spack install --fail-fast failed (exit 1): ==> Error: FetchError: "
+                            "All fetchers failed for spack-stage-compiler-wrapper")
+    # The verdict's reason is that first line.
+    from hpc_health.results import Measurement
+    m = Measurement(test="OsuBuild", check="OsuBuild", system="s", partition="p", environ="e",
+                    variable=None, result="fail", fail_phase="sanity",
+                    fail_reason=f"hpc-health: {excerpt}")
+    (v,) = verdicts.judge_all([m])
+    assert "FetchError: All fetchers failed" in v.reason
+
+
+def test_a_develop_tree_is_copied_per_environment_and_refreshed_when_it_changes(tmp_path):
+    spackenv = _load_lib("spackenv")
+    src = tmp_path / "STREAM"
+    src.mkdir()
+    (src / "stream.c").write_text("int main(){}\n")
+    env = tmp_path / "env"
+    copy = spackenv.own_copy("stream", str(src), "5.10", str(env))
+    assert copy == str(env / "src" / "stream-5.10")
+    (Path(copy) / "stream_c.exe").write_text("built in the copy")
+    assert spackenv.own_copy("stream", str(src), "5.10", str(env)) == copy
+    assert (pathlib.Path(copy) / "stream_c.exe").exists()        # unchanged: reused
+    assert sorted(p.name for p in src.iterdir()) == ["stream.c"]  # the original untouched
+    (src / "stream.c").write_text("int main(){return 0;}\n")
+    spackenv.own_copy("stream", str(src), "5.10", str(env))
+    assert not (pathlib.Path(copy) / "stream_c.exe").exists()    # changed: copied anew

@@ -168,7 +168,38 @@ def _excerpt(what, output, rc, keep=15):
     else:
         chosen = lines[-keep:]
     body = '\n'.join('    ' + line for line in chosen)
-    return f'spack {what} failed (exit {rc}):\n{body}'
+    # The first error line on the first line: the health table shows only
+    # that one, the whole excerpt stays in the failure's details.
+    first = next((lines[i].strip() for i in idx), chosen[-1].strip() if chosen else '')
+    return f'spack {what} failed (exit {rc}): {first}\n{body}'
+
+
+#: Built out of source (CMake): its tree is used in place.
+_BUILT_OUT_OF_SOURCE = {'hpc-health-kernels'}
+
+
+def own_copy(name, path, version, env_dir):
+    """The environment's own copy of a develop tree, made anew when the
+    original changed: in-source builds (STREAM's Makefile writes its objects
+    and executables into the tree, OSU's configure its Makefiles) must not
+    write into a site's or a kit's source tree, nor share one between
+    install trees."""
+    copy = os.path.join(env_dir, 'src', f'{name}-{version}')
+    mark = os.path.join(env_dir, 'src', f'.{name}-{version}.from')
+    origin = _tree_fingerprint(path)
+    try:
+        with open(mark) as fp:
+            fresh = fp.read() == origin
+    except OSError:
+        fresh = False
+    if not (fresh and os.path.isdir(copy)):
+        if os.path.isdir(copy):
+            shutil.rmtree(copy)     # ours: made by this function
+        # copy2 keeps the file times: automake must not regenerate aclocal.m4.
+        shutil.copytree(path, copy, symlinks=True, copy_function=shutil.copy2)
+        with open(mark, 'w') as fp:
+            fp.write(origin)
+    return copy
 
 
 def ensure(args):
@@ -177,6 +208,8 @@ def ensure(args):
     for item in args.develop or []:
         name, _, rest = item.partition('=')
         path, _, version = rest.rpartition('@')
+        if name not in _BUILT_OUT_OF_SOURCE:
+            path = own_copy(name, _abs(path, args.site_dir), version, args.env_dir)
         develop[name] = (path, version)
     composed = compose(args.site_env, args.site_dir, args.spec, develop,
                        args.install_tree, args.builtin_repo, args.source_mirror,
