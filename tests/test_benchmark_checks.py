@@ -541,8 +541,8 @@ def test_a_develop_tree_is_copied_per_environment_and_refreshed_when_it_changes(
     assert copy == str(env / "src" / "stream-5.10")
     (Path(copy) / "stream_c.exe").write_text("built in the copy")
     assert spackenv.own_copy("stream", str(src), "5.10", str(env)) == copy
-    assert (pathlib.Path(copy) / "stream_c.exe").exists()        # unchanged: reused
+    assert (Path(copy) / "stream_c.exe").exists()        # unchanged: reused
     assert sorted(p.name for p in src.iterdir()) == ["stream.c"]  # the original untouched
     (src / "stream.c").write_text("int main(){return 0;}\n")
     spackenv.own_copy("stream", str(src), "5.10", str(env))
-    assert not (pathlib.Path(copy) / "stream_c.exe").exists()    # changed: copied anew
+    assert not (Path(copy) / "stream_c.exe").exists()    # changed: copied anew
