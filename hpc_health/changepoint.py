@@ -25,9 +25,20 @@ import numpy as np
 import ruptures as rpt
 from scipy import stats as _st
 
-from hpc_health.stats import (ALPHA, BOUND_FLOOR, EPISODE_FLOOR, HIGHER, LOWER, MIN_SPREAD,
-                              Reference, _check_direction, _from_log, _to_log,
-                              expected_spread, robust_spread)
+from hpc_health.stats import (
+    ALPHA,
+    BOUND_FLOOR,
+    EPISODE_FLOOR,
+    HIGHER,
+    LOWER,
+    MIN_SPREAD,
+    Reference,
+    _check_direction,
+    _from_log,
+    _to_log,
+    expected_spread,
+    robust_spread,
+)
 
 #: Pelt penalty per change point, in units of log(n) x (noise sigma)^2.  The
 #: BIC value is ~2; on the recorded 30-run series 2 log n still split plain
