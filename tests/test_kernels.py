@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import mpi_env
+from hpc_health import local_mpi as mpi_env
 from hpc_health.parsers import ParseError
 from hpc_health.parsers.kernels import parse_barrier, parse_halo
 
