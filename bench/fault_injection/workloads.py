@@ -13,21 +13,16 @@ import math
 import os
 import re
 import shutil
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpc_health import stats
+from hpc_health import local_mpi, stats
 from hpc_health.parsers.ior import parse_ior
 from hpc_health.parsers.kernels import parse_barrier, parse_halo
 from hpc_health.parsers.osu import parse_osu, value_at
 from hpc_health.parsers.stream import parse_stream
 
-from faults import run
-
-# The test suite's MPI helpers: one mpirun environment, one way to build the kernels.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-import mpi_env  # noqa: E402
+from .system import run
 
 
 @dataclass
@@ -47,9 +42,10 @@ class RunEnv:
 
 
 def mpi_base_env():
-    """The test suite's mpirun environment (root allowed, oversubscription,
-    no binding: a hog or another user may be pinned to the same cores)."""
-    return mpi_env.mpi_env()
+    """The mpirun environment the tests use too (root allowed,
+    oversubscription, no binding: a hog or another user may be pinned to
+    the same cores)."""
+    return local_mpi.mpi_env()
 
 
 class Workload:

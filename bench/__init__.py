@@ -1,0 +1,1 @@
+"""Benchmarks and proofs that live beside the product, not in it."""
