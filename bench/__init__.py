@@ -1,1 +1,1 @@
-"""Measurement tools of hpc-health (run from the repository root: python -m bench...)."""
+"""Benchmarks and proofs that live beside the product, not in it."""

@@ -240,8 +240,11 @@ def history(site, check, var, scan_all, partition):
     Exit 1 when a sustained step to worse is found (the nightly drift check).
     """
     from hpc_health import history as hist
-    from hpc_health import sites, store
+    from hpc_health import references, sites, store
     s = sites.load(site)
+    # The stored reference is the healthy level and the noise a step is
+    # measured against; without it the series is its own yardstick.
+    refs = references.load(s.reference_file) if s.reference_file.exists() else None
     if scan_all == bool(check or var) or (not scan_all and not (check and var)):
         raise click.UsageError("give --check C --var V, or --all")
     runs = store.scan(s.name)
@@ -260,9 +263,14 @@ def history(site, check, var, scan_all, partition):
         for p in points:
             by_check.setdefault((p["check"], p["partition"]), []).append(p)
         for (name, part), pts in by_check.items():
-            step = hist.drift(pts)
+            ref = hist.reference_for(refs, pts[-1])
+            step = hist.drift(pts, reference=ref)
             if not scan_all:
                 click.echo(f"{name} {v} on {part}")
+                click.echo(f"  against reference {ref.value:.4g} {ref.unit}"
+                           + (" (with its recorded noise)" if ref.has_noise else
+                              " (no recorded noise: the series' own spread)")
+                           if ref else "  no reference: the series is its own yardstick")
                 for i, p in enumerate(pts):
                     click.echo(f"  {i:3d}  {p['run']}  {p['started']}  {p['value']:.4g} "
                                f"{p['unit']}  stack {p['stack'] or '-'}")

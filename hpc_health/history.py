@@ -1,7 +1,9 @@
 """Reading the store across runs: series of one variable, and two sites or
 partitions side by side.  Nothing here re-runs a benchmark."""
 
-from hpc_health import changepoint, results, stats, store
+import dataclasses
+
+from hpc_health import changepoint, hardware, results, stats, store, verdicts
 
 
 def _matches(m, check, var, partition):
@@ -24,12 +26,37 @@ def series(site, check, var, partition=None, runs=None):
                             "check": m.check, "variable": m.variable,
                             "partition": m.partition_fullname,
                             "value": m.value, "unit": m.unit, "better": m.better,
-                            "samples": m.samples or [m.value], "stack": meta.get("stack_hash")})
+                            "samples": m.samples or [m.value], "stack": meta.get("stack_hash"),
+                            "measurement": m,
+                            "hardware": (meta.get("hardware") or {}).get(m.partition_fullname)})
     return out
 
 
+def reference_for(refs, point):
+    """The stored reference of a series point as drift detection uses it
+    (value as the healthy level, its recorded noise as the yardstick), or
+    None: no reference file or entry, a known issue (``$xfail``: the level is
+    known not to hold), or a reference measured on other hardware than the
+    point's run (its level says nothing about this machine)."""
+    if refs is None:
+        return None
+    m = point["measurement"]
+    measured_on = refs.hardware.get(m.partition_fullname)
+    if measured_on and not hardware.same(measured_on, point.get("hardware")):
+        return None
+    r = refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable)
+    if r is None or r.xfail:
+        return None
+    # The noise fields travel in the provenance, as for the nightly verdict.
+    return verdicts.stats_reference(
+        dataclasses.replace(m, ref=r.value, lower=r.lower, upper=r.upper, unit=r.unit or m.unit),
+        r.provenance)
+
+
 def drift(points, reference=None):
-    """Step degradation over one check's series, or None."""
+    """Step degradation over one check's series, or None.  *reference* (a
+    :class:`hpc_health.stats.Reference`, see :func:`reference_for`) sets the
+    healthy level and, when it carries noise, the size a step must have."""
     if not points:
         return None
     direction = points[-1]["better"]

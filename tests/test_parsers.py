@@ -2,7 +2,6 @@
 each was made).  Expected figures are copied by hand from those files."""
 
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -623,12 +622,3 @@ def test_darshan_all_views_in_one_output():
                        (PERF_MPIIO, "perf"), (FILE_MPIIO, "file")):
         assert parsed[view] == parse_darshan(read(name))[view]
 
-
-def test_darshan_output_whose_log_lists_no_modules_is_a_parse_error_not_a_crash():
-    # The regions block without module lines (a log of a program that did
-    # no I/O, or an edited file): this path used to raise NameError.
-    text = (DATA / "darshan" / "darshan-parser_ior_mpiio_collective_np2.txt").read_text()
-    lines = [line for line in text.splitlines()
-             if not re.match(r"^# (POSIX|MPI-IO|STDIO|LUSTRE|HEATMAP|DXT_\w+) module:", line)]
-    with pytest.raises(ParseError, match="lists no modules"):
-        parse_darshan("\n".join(lines) + "\n")

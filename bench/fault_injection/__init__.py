@@ -1,3 +1,3 @@
-"""Fault injection: detection and false-alarm rates of the verdicts, measured.
-
-Run from the repository root: ``python -m bench.fault_injection.run``."""
+"""The fault-injection bench: does hpc-health say DEGRADED when, and only
+when, performance degrades?  See README.md; run as
+``python -m bench.fault_injection.run`` from the repository root."""

@@ -12,6 +12,8 @@ from statistics import median
 
 from hpc_health import stats
 
+from .workloads import Metric
+
 CLEAN = "clean"
 #: nominal degradations: name -> fraction worse
 SIZES = {"10%": 0.10, "25%": 0.25}
@@ -190,7 +192,6 @@ def rejudge(results, alpha=stats.ALPHA):
     verdicts and the promised MDC recomputed.  The measurements are untouched,
     so a change to the statistics can be weighed on nights already recorded
     (in-sample: fresh nights are the proof).  Returns a new results dict."""
-    from .workloads import Metric
     out = json.loads(json.dumps(results))
     for fault in out.get("faults", {}).values():
         baseline = [n for n in fault.get("nights", []) if n.get("phase") == "baseline"]

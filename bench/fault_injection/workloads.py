@@ -16,15 +16,13 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# The test suite's MPI helpers: one mpirun environment, one way to build the kernels.
-from hpc_health import localmpi as mpi_env
-from hpc_health import stats
+from hpc_health import local_mpi, stats
 from hpc_health.parsers.ior import parse_ior
 from hpc_health.parsers.kernels import parse_barrier, parse_halo
 from hpc_health.parsers.osu import parse_osu, value_at
 from hpc_health.parsers.stream import parse_stream
 
-from .faults import run
+from .system import run
 
 
 @dataclass
@@ -44,9 +42,10 @@ class RunEnv:
 
 
 def mpi_base_env():
-    """The test suite's mpirun environment (root allowed, oversubscription,
-    no binding: a hog or another user may be pinned to the same cores)."""
-    return mpi_env.mpi_env()
+    """The mpirun environment the tests use too (root allowed,
+    oversubscription, no binding: a hog or another user may be pinned to
+    the same cores)."""
+    return local_mpi.mpi_env()
 
 
 class Workload:
@@ -238,6 +237,9 @@ class Halo(Workload):
         """Bytes/s through lo for the largest size at ``value_us`` per
         exchange: every rank sends 2 messages per dimension."""
         return self.ranks * 2 * self.sizes[-1] / (value_us * 1e-6)
+
+    def sends_per_exchange(self):
+        return 2   # per rank, 1-D grid: one message per side
 
 
 class Barrier(Workload):

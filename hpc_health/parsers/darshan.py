@@ -97,7 +97,8 @@ _HEADER = {
 _REGION = re.compile(r"^# (\S+) module: \d+ bytes \(compressed\), ver=\d+$")
 _SECTION = re.compile(r"^# (\S+) module data$")
 _BROKEN = re.compile(
-    r"^Error: failed to parse .*$|^# \*(?:ERROR|WARNING)\*: The \S+ module contains incomplete data!$",
+    r"^Error: failed to parse .*$"
+    r"|^# \*(?:ERROR|WARNING)\*: The \S+ module contains incomplete data!$",
     re.MULTILINE,
 )
 
@@ -132,7 +133,7 @@ def parse_darshan(text):
         views.append("perf")
     if "# Total file counts" in lines:
         views.append("file")
-    _require_sections(lines, modules, sections, views)
+    _require_sections(modules, sections, views, lines)
 
     result = {"views": views, "header": header, "modules": modules,
               "mpiio": "MPI-IO" in modules,
@@ -209,7 +210,7 @@ def _sections(lines):
     return sections
 
 
-def _require_sections(lines, modules, sections, views):
+def _require_sections(modules, sections, views, lines):
     if not modules:
         if "# no module data available." not in lines:
             raise ParseError("darshan-parser output lists no modules and no"

@@ -1,6 +1,9 @@
-"""Set-up and guaranteed removal of the injected faults.
+"""Set-up and guaranteed removal of what the faults need on this machine:
+commands in their own process group, scratch directories, network
+namespaces and qdiscs, cgroups, loop devices, and the clean-up of what a
+killed run left behind.
 
-Every fault is a context manager whose ``finally`` undoes exactly what it
+Every object is a context manager whose ``finally`` undoes exactly what it
 did, and only that: a namespace, qdisc, cgroup, loop device or mount that
 already existed is refused rather than reused, so cleaning up can never take
 away something another user of the machine set up.  Cleanup steps are run
@@ -345,6 +348,7 @@ def backing_dir_default(scratch):
 
 
 def rank_wrapper_path():
+    """``rank_cgroup.sh``: puts one MPI rank (or a whole command) into a cgroup."""
     return Path(__file__).resolve().parent / "rank_cgroup.sh"
 
 
