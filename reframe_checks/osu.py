@@ -28,11 +28,7 @@ class OsuPointToPoint(OsuBase):
                sized('bibw', 'MB/s', HIGHER, 'bandwidth_mbs', 'osu_bibw')]
     descr = 'OSU point-to-point latency and bandwidth'
     tags = {'mpi', 'osu', 'network'}
-    num_tasks = 2
-
-    @run_after('setup')
-    def place_ranks(self):
-        self.num_tasks_per_node = 1 if self.inter_node else 2
+    pair = True
 
 
 @rfm.simple_test

@@ -6,7 +6,7 @@ regression of one-sided latency can hide behind a healthy ``osu_latency``.
 """
 
 import reframe as rfm
-from reframe.core.builtins import parameter, run_after
+from reframe.core.builtins import parameter
 
 from hpc_health.checklib.osu import OsuBase, sized
 from hpc_health.figures import LOWER
@@ -23,8 +23,4 @@ class OsuPutLatency(OsuBase):
     figures = [sized('put_latency', 'us', LOWER, 'avg_latency_us', 'osu_put_latency')]
     descr = 'OSU MPI_Put latency'
     tags = {'mpi', 'osu', 'network'}
-    num_tasks = 2
-
-    @run_after('setup')
-    def place_ranks(self):
-        self.num_tasks_per_node = 1 if self.placement == 'inter_node' else 2
+    pair = True

@@ -10,13 +10,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from hpc_health.checklib.benchmarks import (
-    Insane,
-    OsuBuild,
-    check_osu_table,
-    osu_binary,
-    osu_options,
-)
+from hpc_health.checklib import benchmarks as bm
 from hpc_health.checklib.check import HealthCheck, num_nodes, setting
 from hpc_health.checklib.launches import RepeatedLaunches
 from hpc_health.checklib.shell import shell_path
@@ -44,12 +38,14 @@ class OsuBase(HealthCheck, RepeatedLaunches):
     A check with a ``placement`` parameter runs ``intra_node`` (shared
     memory) or ``inter_node`` (one rank on each of two nodes: the fabric)."""
 
-    osu = fixture(OsuBuild, scope='environment')
+    osu = fixture(bm.OsuBuild, scope='environment')
     valid_systems = ['+mpi']
     valid_prog_environs = ['+mpi']
     exclusive_access = True
     time_limit = '10m'
     size_set = None
+    #: Two ranks, one on each node when inter-node (point-to-point tests).
+    pair = False
 
     #: Gated message sizes (bytes).  Unset: ``osu.sizes.<size set>``.
     sizes = variable(typ.List[int], type(None), value=None)
@@ -80,20 +76,20 @@ class OsuBase(HealthCheck, RepeatedLaunches):
             self.skip_for(not gpus, f'osu.device is {self.device} but the partition '
                                     'declares no gpu devices')
             self.num_gpus_per_node = gpus
+        if self.pair:
+            self.num_tasks, self.num_tasks_per_node = 2, 1 if self.inter_node else 2
         if self.inter_node:
             nodes, part = num_nodes(self), self.current_partition.name
             self.skip_for(nodes < 2, f'needs 2 nodes; the site settings give partition '
                                      f'{part} {nodes} (partitions.{part}.nodes)')
 
-    def options(self, pairs=None):
-        return osu_options(self.benchmark, self.sizes, self.validate, self.iterations,
-                           self.warmup, self.device, pairs)
-
     @run_before('run')
     def set_executable(self):
         prefix = self.osu.prefix('osu-micro-benchmarks')
-        self.executable = shell_path(osu_binary(prefix, self.benchmark))
-        self.executable_opts = self.options(getattr(self, 'pairs', None))
+        self.executable = shell_path(bm.osu_binary(prefix, self.benchmark))
+        self.executable_opts = bm.osu_options(self.benchmark, self.sizes, self.validate,
+                                              self.iterations, self.warmup, self.device,
+                                              getattr(self, 'pairs', None))
         if self.inter_node:
             # hostname under the job's own launcher and placement first.
             self.prerun_cmds = [f'{self.launch_command()} hostname > {_HOSTS}']
@@ -104,8 +100,8 @@ class OsuBase(HealthCheck, RepeatedLaunches):
         for i, body in enumerate(self.launch_outputs(self.benchmark), 1):
             try:
                 tables.append(osu_parser.parse_osu(body))
-                check_osu_table(tables[-1], self.benchmark, self.sizes, self.validate)
-            except (ParseError, Insane) as err:
+                bm.check_osu_table(tables[-1], self.benchmark, self.sizes, self.validate)
+            except (ParseError, bm.Insane) as err:
                 raise SanityError(f'{self.benchmark} output, launch {i}: {err}') from None
         return tables
 
