@@ -16,7 +16,7 @@ hh=${HPC_HEALTH:-$repo/.venv/bin/hpc-health}
 
 "$hh" run --site "$site" "$@"
 run_rc=$?
-if [[ $run_rc -eq 2 || $run_rc -eq 130 ]]; then
+if [[ $run_rc -eq 2 || $run_rc -ge 128 ]]; then   # config error, or stopped by a signal
     exit "$run_rc"
 fi
 echo
