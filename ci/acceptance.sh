@@ -23,7 +23,7 @@ for ((i = 1; i <= runs; i++)); do
     rc=$?
     case $rc in
         0) ;;
-        2|130) exit "$rc" ;;
+        2|129|130|143) exit "$rc" ;;   # configuration error, or stopped by a signal
         *) worst=1 ;;
     esac
 done
