@@ -135,7 +135,7 @@ def judge_all(measurements, refs=None, run_hardware=None, alpha=stats.ALPHA, bas
     for v in out:
         if v.measurement.busy and v.verdict != SKIPPED:
             # The likely cause beside the verdict: a busy node reads as a slow one.
-            v.reason = "; ".join(r for r in (v.measurement.busy, v.reason) if r)
+            v.reason = "; ".join(r for r in (v.reason, v.measurement.busy) if r)
     return out
 
 
