@@ -335,12 +335,18 @@ def spack_setup(kit, site):
     if found and not (source and not spack_kit.record()):
         click.echo(f"spack setup: Spack {how}; nothing to do")
         return
+    say = lambda line: click.echo(line, err=True)  # noqa: E731
     if source is None:
-        raise ConfigError(s.settings_file, "no Spack and no kit to bootstrap one from: give "
-                          "--kit DIR, $HPC_HEALTH_SPACK_KIT or spack.kit (docs/spack.md)",
-                          keypath="spack.kit")
+        # No kit: the pinned archives from the network, as a kit in the cache
+        # (Spack then fetches the benchmarks' sources itself).
+        try:
+            source = spack_kit.make_kit(spack_kit.cache_root() / "kit-downloaded", say=say).path
+        except OSError as err:
+            raise ConfigError(s.settings_file, f"no Spack, no kit and no network ({err}): give "
+                              "an offline kit with --kit DIR, $HPC_HEALTH_SPACK_KIT or "
+                              "spack.kit (docs/spack.md)", keypath="spack.kit") from None
     try:
-        spack_kit.setup(source, say=lambda line: click.echo(line, err=True))
+        spack_kit.setup(source, say=say)
     except (RuntimeError, subprocess.CalledProcessError) as err:
         click.echo(f"hpc-health: error: spack setup from {source}: {err}", err=True)
         sys.exit(1)
