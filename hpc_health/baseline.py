@@ -68,7 +68,7 @@ def counts(meta):
     """Does a run enter a baseline?  Only whole sessions: a run of selected
     checks would leave the others with fewer runs than the baseline says."""
     return (meta.get("exit_code", 0) in _COMPLETED and not meta.get("per_node")
-            and not meta.get("tags") and not meta.get("reframe_args") and not meta.get("partition"))
+            and not meta.get("select_tags") and not meta.get("reframe_args") and not meta.get("partition"))
 
 
 def status(site, refs, run_hw, pending):

@@ -57,7 +57,11 @@ def cli():
 @cli.command(context_settings={"ignore_unknown_options": False})
 @site_option
 @click.option("--partition", "-p", help="Run on this partition only.")
-@click.option("--tag", "-t", "tags", multiple=True, help="Only checks with this tag (repeatable).")
+@click.option("--tag", "-t", "run_tags", multiple=True, metavar="TAG",
+              help="Label this run (repeatable): run sets select it as tag:TAG.")
+@click.option("--note", default="", metavar="TEXT", help="A line kept with the run.")
+@click.option("--only-tag", "-T", "tags", multiple=True, metavar="TAG",
+              help="Only checks with this ReFrame tag (repeatable; ReFrame's -t).")
 @click.option("--list", "list_only", is_flag=True, help="List the checks that would run.")
 @click.option("--per-node", is_flag=True,
               help="Run single-node checks on every node of the partition and flag outlier nodes.")
@@ -70,7 +74,8 @@ def cli():
                    "write them into reference/<site>.yaml at once.")
 @click.argument("reframe_args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def run(ctx, site, partition, tags, list_only, per_node, rounds, adopt_baseline, reframe_args):
+def run(ctx, site, partition, run_tags, note, tags, list_only, per_node, rounds, adopt_baseline,
+        reframe_args):
     """Run the health checks of a site and print the health table.
 
     Arguments after `--` go to ReFrame unchanged.
@@ -78,7 +83,8 @@ def run(ctx, site, partition, tags, list_only, per_node, rounds, adopt_baseline,
     from hpc_health import runner
     sys.exit(runner.run(site, partition, tags, reframe_args, list_only, per_node,
                         rounds=rounds, adopt_baseline=adopt_baseline,
-                        chosen_because=ctx.meta.get("site_chosen_because", "--site")))
+                        chosen_because=ctx.meta.get("site_chosen_because", "--site"),
+                        run_tags=run_tags, note=note))
 
 
 @cli.command()
@@ -138,7 +144,8 @@ def reference():
 @click.option("--runs", "nruns", type=click.IntRange(1, 200), help="Measure N new runs.")
 @click.option("--from", "from_runs", multiple=True, metavar="RUN",
               help="Reuse stored runs instead of measuring (repeatable, or comma-separated).")
-@click.option("--tag", "-t", "tags", multiple=True, help="Only checks with this tag (new runs).")
+@click.option("--only-tag", "-T", "tags", multiple=True,
+              help="Only checks with this ReFrame tag (new runs).")
 @click.option("--rounds", type=click.IntRange(1, 100),
               help="Rounds per new run, as `run --rounds` (default: the site's rounds, else 1); "
                    "capture with the rounds the nightly runs use.")

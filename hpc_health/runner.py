@@ -2,6 +2,7 @@
 
 import glob
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -110,7 +111,7 @@ def check_site_paths(site):
 
 
 def reframe_command(site, partition=None, tags=(), extra=(), list_only=False,
-                    prefix=None, report=None, per_node=False, rounds=1):
+                    prefix=None, report=None, per_node=False, rounds=1, extras=None):
     system = f"{site.name}:{partition}" if partition else site.name
     cmd = [reframe_executable(), "-C", str(site.reframe_config), "--system", system]
     for c in check_files():
@@ -130,6 +131,10 @@ def reframe_command(site, partition=None, tags=(), extra=(), list_only=False,
         cmd += ["-l"]
     else:
         cmd += ["-r", "--prefix", str(prefix), "--report-file", str(report)]
+        if extras:
+            # In ReFrame's own results database too, so its stored sessions
+            # can be found by the run id and tags hpc-health knows them by.
+            cmd += ["--session-extras", ",".join(f"{k}={v}" for k, v in extras.items())]
     cmd += list(site.settings.get("reframe_options") or [])
     cmd += list(extra)
     return cmd
@@ -152,8 +157,13 @@ def rounds_for(site, per_node, rounds=None):
 
 
 def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=False,
-        out=sys.stdout, rounds=None, adopt_baseline=False, chosen_because="--site"):
+        out=sys.stdout, rounds=None, adopt_baseline=False, chosen_because="--site",
+        run_tags=(), note=""):
+    """Run a site's checks.  *tags* select checks (ReFrame's ``-t``);
+    *run_tags* and *note* label the run for run sets (``tag:NAME``)."""
     site, refs = validate(site_name, partition)
+    run_tags = check_run_tags(run_tags)
+    note = check_note(note)
     site.chosen_because = chosen_because
     rounds = rounds_for(site, per_node, rounds)
     if list_only:
@@ -163,11 +173,17 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
     check_free_space(paths.store_root())
     run_dir = store.new_run_dir(site.name)
     report_path = run_dir / "report.json"
+    extras = {"hpc_health_site": site.name, "hpc_health_run": run_dir.name}
+    if run_tags:
+        extras["hpc_health_tags"] = ";".join(run_tags)
+    if note:
+        extras["hpc_health_note"] = note.replace(",", ";")
     cmd = reframe_command(site, partition, tags, extra, prefix=run_dir,
-                          report=report_path, per_node=per_node, rounds=rounds)
+                          report=report_path, per_node=per_node, rounds=rounds, extras=extras)
     run_hw = site_hardware(site, partition)
     meta = {**store.base_provenance(site), "run_id": run_dir.name, "pid": os.getpid(),
-            "partition": partition, "tags": list(tags), "per_node": per_node,
+            "partition": partition, "select_tags": list(tags), "tags": list(run_tags),
+            "note": note, "per_node": per_node,
             "rounds": rounds, "hardware": run_hw, "reframe_args": list(extra),
             "command": cmd, "started": _now()}
     store.write_json(run_dir / "run.json", meta)
@@ -233,6 +249,25 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
                   file=out)
     print(next_step(site, verdict_list, base, run_dir, adopt_baseline), file=out)
     return code
+
+
+#: A run tag: what ``tag:NAME`` run sets and ReFrame's session extras carry.
+_TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
+
+
+def check_run_tags(tags):
+    for t in tags:
+        if not _TAG.match(t):
+            raise ConfigError("--tag", f"{t!r} is not a run tag: letters, digits and _.+- "
+                              "(up to 64, starting with a letter or digit)")
+    return list(dict.fromkeys(tags))
+
+
+def check_note(note):
+    note = (note or "").strip()
+    if any(ord(c) < 32 for c in note):
+        raise ConfigError("--note", "a note is one line of text (no control characters)")
+    return note
 
 
 class Stopped(Exception):

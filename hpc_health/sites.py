@@ -123,6 +123,19 @@ MDTEST_SCHEMA = _strict({
                     "description": "-w bytes written to each file"},
 })
 
+_POSNUM = {"type": ["number", "null"], "exclusiveMinimum": 0}
+#: What a partition's nodes can do at best, as the site declares it (data
+#: sheets, acceptance figures): ``compare --normalise`` shows each figure as
+#: a fraction of it, so different machines compare fairly.  Per node.
+CAPABILITIES_SCHEMA = _strict({
+    "memory_bandwidth_mbs": {**_POSNUM, "description": "peak memory bandwidth of a node, MB/s"},
+    "cores": {**_POSINT, "description": "cores per node"},
+    "link_bandwidth_mbs": {**_POSNUM, "description": "link bandwidth of a node, MB/s"},
+    "link_latency_us": {**_POSNUM, "description": "link latency, us"},
+    "fs_bandwidth_mibs": {**_POSNUM, "description": "file-system bandwidth a node can "
+                          "reach, MiB/s"},
+})
+
 SITE_SCHEMA = {
     "type": "object",
     "required": ["site", "reframe_config", "partitions"],
@@ -146,6 +159,9 @@ SITE_SCHEMA = {
         # after this many, `reference capture` is proposed (or done, with
         # `run --adopt-baseline`).
         "baseline_runs": {"type": "integer", "minimum": 1, "maximum": 200, "default": 5},
+        # ReFrame's own results database (``reframe --list-stored-sessions``,
+        # ``--performance-compare``); null: reframe-results.db in the store.
+        "reframe_results_db": _PATH,
         "spack": {
             "type": "object",
             "additionalProperties": False,
@@ -190,6 +206,7 @@ SITE_SCHEMA = {
                     ]},
                     "ranks_per_node": _POSINT,
                     "scratch": _PATH,
+                    "capabilities": CAPABILITIES_SCHEMA,
                     "kernels": KERNELS_SCHEMA,
                     "stream": STREAM_SCHEMA,
                     "osu": OSU_SCHEMA,
@@ -371,6 +388,23 @@ def _bootstrap_defaults(spack):
     for key in ("builtin_repo", "source_mirror"):
         spack[key] = spack.get(key) or rec.get(key)
     spack["develop"] = {**(rec.get("develop") or {}), **spack["develop"]}
+
+
+def results_db(site):
+    """Where ReFrame keeps this site's sessions: the site setting, else
+    ``reframe-results.db`` in the store (next to the runs it judged)."""
+    given = site.settings.get("reframe_results_db")
+    if given:
+        return paths.expand(given, site.dir)
+    return paths.store_root() / "reframe-results.db"
+
+
+def reframe_storage(site_dir_path):
+    """ReFrame's ``storage`` configuration for a site's ReFrame config:
+    results storage on, in :func:`results_db`."""
+    site = load(site_dir_path)
+    return [{"enable": True, "backend": "sqlite",
+             "sqlite_db_file": str(results_db(site))}]
 
 
 def partition_extras(site_dir_path, partition):
