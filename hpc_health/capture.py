@@ -14,7 +14,7 @@ from collections import OrderedDict
 
 import yaml
 
-from hpc_health import hardware, references, results, stats, store
+from hpc_health import hardware, references, results, stats
 from hpc_health.errors import ConfigError
 
 
@@ -191,11 +191,17 @@ def load_raw(path):
         return yaml.safe_load(fp) or {}
 
 
-def stored_runs(site, run_ids):
-    runs = {d.name: (d, meta) for d, meta in store.list_runs(site)}
-    out = []
-    for rid in run_ids:
-        if rid not in runs:
-            raise ConfigError(store.runs_dir(site), f"no stored run {rid!r}")
-        out.append(runs[rid])
-    return out
+def stored_runs(site, texts):
+    """(run_dir, run.json) of the runs the run sets *texts* name, of *site*
+    only (references are per site), each once, oldest first."""
+    from hpc_health import index, runsets
+    chosen = {}
+    with index.open_index() as idx:
+        for text in texts:
+            rs = runsets.resolve(idx, text, site)
+            if rs.site != site:
+                raise ConfigError(text, f"runs of site {rs.site!r} cannot be references of "
+                                  f"site {site!r}")
+            for r in rs.runs:
+                chosen[r.run_id] = (r.dir, r.meta)
+    return [chosen[k] for k in sorted(chosen, key=lambda k: (chosen[k][1].get("started", ""), k))]

@@ -142,8 +142,9 @@ def reference():
 @site_option
 @click.option("--partition", "-p", help="Capture this partition only.")
 @click.option("--runs", "nruns", type=click.IntRange(1, 200), help="Measure N new runs.")
-@click.option("--from", "from_runs", multiple=True, metavar="RUN",
-              help="Reuse stored runs instead of measuring (repeatable, or comma-separated).")
+@click.option("--from", "from_runs", multiple=True, metavar="SET",
+              help="Reuse stored runs instead of measuring: run sets (a run id, tag:NAME, "
+                   "last:N, A..B, ...; repeatable, or comma-separated).")
 @click.option("--only-tag", "-T", "tags", multiple=True,
               help="Only checks with this ReFrame tag (new runs).")
 @click.option("--rounds", type=click.IntRange(1, 100),
@@ -170,8 +171,8 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, re
             raise click.UsageError("stored runs are not re-run: unexpected "
                                    f"{' '.join(reframe_args or tags) or '--rounds'!r} "
                                    "(give several runs as --from A --from B or --from A,B)")
-        ids = [r for item in from_runs for r in item.split(",") if r]
-        chosen = capture.stored_runs(s.name, ids)
+        chosen = capture.stored_runs(s.name, [r for item in from_runs
+                                              for r in item.split(",") if r])
     else:
         chosen = []
         for i in range(nruns):
@@ -241,86 +242,124 @@ def _leaves(node, depth, path=()):
 @click.option("--all", "scan_all", is_flag=True,
               help="Scan every figure of the latest run for sustained steps.")
 @click.option("--partition", "-p")
-def history(site, check, var, scan_all, partition):
+@click.option("--runs", "run_set", metavar="SET",
+              help="Only these runs (a run set: last:N, since:DATE, tag:NAME, A..B).")
+def history(site, check, var, scan_all, partition, run_set):
     """The series of one figure over the stored runs, with change points.
 
     Exit 1 when a sustained step to worse is found (the nightly drift check).
     """
     from hpc_health import history as hist
-    from hpc_health import references, sites, store
+    from hpc_health import index, references, runsets, sites
     s = sites.load(site)
     # The stored reference is the healthy level and the noise a step is
     # measured against; without it the series is its own yardstick.
     refs = references.load(s.reference_file) if s.reference_file.exists() else None
     if scan_all == bool(check or var) or (not scan_all and not (check and var)):
         raise click.UsageError("give --check C --var V, or --all")
-    runs = store.scan(s.name)
-    if scan_all:
-        _, latest = hist.latest_measurements(s.name, partition, runs=runs)
-        pairs = sorted({(m.check, m.variable) for m in latest})
-    else:
-        pairs = [(check, var)]
-    worst = 0
-    for chk, v in pairs:
-        points = hist.series(s.name, chk, v, partition, runs=runs)
-        if not points:
-            _say_damaged(runs)
-            raise ConfigError(s.dir, f"no stored figure for {chk} {v}")
-        by_check = {}
-        for p in points:
-            by_check.setdefault((p["check"], p["partition"]), []).append(p)
-        for (name, part), pts in by_check.items():
-            ref = hist.reference_for(refs, pts[-1])
-            step = hist.drift(pts, reference=ref)
-            if not scan_all:
-                click.echo(f"{name} {v} on {part}")
-                click.echo(f"  against reference {ref.value:.4g} {ref.unit}"
-                           + (" (with its recorded noise)" if ref.has_noise else
-                              " (no recorded noise: the series' own spread)")
-                           if ref else "  no reference: the series is its own yardstick")
-                for i, p in enumerate(pts):
-                    click.echo(f"  {i:3d}  {p['run']}  {p['started']}  {p['value']:.4g} "
-                               f"{p['unit']}  stack {p['stack'] or '-'}")
-            if step:
-                at = pts[step["index"]]
-                click.echo(f"{'  ' if not scan_all else name + ' ' + v + ' on ' + part + ': '}"
-                           f"DEGRADED since run {at['run']} ({at['started']}): "
-                           f"{100 * step['magnitude']:+.1f}% worse, sustained over "
-                           f"{step['nights']} run(s)")
-                worst = 1
-            elif not scan_all:
-                click.echo("  no sustained step found")
+    with index.open_index() as idx:
+        listing = idx.listing(s.name)
+        runs = runsets.resolve(idx, run_set, s.name).runs if run_set else listing.runs
+        if scan_all:
+            latest = idx.figures(runs[-1:], partition=partition) if runs else []
+            pairs = sorted({(m.check, m.variable) for m in latest})
+        else:
+            pairs = [(check, var)]
+        worst = 0
+        for chk, v in pairs:
+            points = hist.series(idx, runs, chk, v, partition)
+            if not points:
+                _say_note(listing)
+                raise ConfigError(s.dir, f"no stored figure for {chk} {v}")
+            worst |= _history_of(chk, v, points, refs, scan_all)
     if scan_all and not worst:
         click.echo(f"no sustained step in {len(pairs)} figure(s)")
-    _say_damaged(runs)
+    _say_note(listing)
     sys.exit(worst)
 
 
-@cli.command()
-@click.argument("a")
-@click.argument("b")
-@click.option("--run-a", help="Run id of A (default: latest).")
-@click.option("--run-b", help="Run id of B (default: latest).")
-def compare(a, b, run_a, run_b):
-    """Put two sites or partitions side by side: A and B are SITE[:PARTITION]."""
+def _history_of(chk, v, points, refs, scan_all):
     from hpc_health import history as hist
-    from hpc_health import sites, store
-    sides = []
-    for spec, rid in ((a, run_a), (b, run_b)):
-        site, _, part = spec.partition(":")
-        s = sites.load(site)
-        runs = store.scan(s.name)
-        run_id, ms = hist.latest_measurements(s.name, part or None, rid, runs=runs)
-        _say_damaged(runs)
-        if not ms:
-            raise ConfigError(s.dir, f"no stored run with figures for {spec}")
-        sides.append((spec, run_id, ms))
-    rows = hist.side_by_side(sides[0][2], sides[1][2])
-    click.echo(f"A = {a} (run {sides[0][1]}), B = {b} (run {sides[1][1]})")
-    for check, var, va, vb, unit, ratio, word in rows:
-        click.echo(f"  {check:45s} {var:14s} {va:12.4g} {vb:12.4g} {unit:6s} B/A {ratio:6.3f}  {word}")
-    if not rows:
-        click.echo("  nothing in common")
+    worst = 0
+    by_check = {}
+    for p in points:
+        by_check.setdefault((p["check"], p["partition"]), []).append(p)
+    for (name, part), pts in by_check.items():
+        ref = hist.reference_for(refs, pts[-1])
+        step = hist.drift(pts, reference=ref)
+        if not scan_all:
+            click.echo(f"{name} {v} on {part}")
+            click.echo(f"  against reference {ref.value:.4g} {ref.unit}"
+                       + (" (with its recorded noise)" if ref.has_noise else
+                          " (no recorded noise: the series' own spread)")
+                       if ref else "  no reference: the series is its own yardstick")
+            for i, p in enumerate(pts):
+                click.echo(f"  {i:3d}  {p['run']}  {p['started']}  {p['value']:.4g} "
+                           f"{p['unit']}  stack {p['stack'] or '-'}")
+        if step:
+            at = pts[step["index"]]
+            click.echo(f"{'  ' if not scan_all else name + ' ' + v + ' on ' + part + ': '}"
+                       f"DEGRADED since run {at['run']} ({at['started']}): "
+                       f"{100 * step['magnitude']:+.1f}% worse, sustained over "
+                       f"{step['nights']} run(s)")
+            worst = 1
+        elif not scan_all:
+            click.echo("  no sustained step found")
+    return worst
+
+
+def _say_note(listing):
+    if listing.damaged:
+        click.echo(f"hpc-health: {listing.note()}", err=True)
+
+
+def _partition_map(values):
+    mapping = {}
+    for item in values:
+        a, sep, b = item.partition("=")
+        if not (sep and a and b):
+            raise click.BadParameter(f"{item!r}: write A_PART=B_PART", param_hint="--map")
+        mapping[a] = b
+    return mapping
+
+
+@cli.command()
+@site_option
+@click.argument("set_a", metavar="SET_A")
+@click.argument("set_b", metavar="SET_B")
+@click.option("--map", "maps", multiple=True, metavar="A_PART=B_PART",
+              help="Match partition A_PART of SET_A with B_PART of SET_B (default: by name, "
+                   "or the two partitions when each side has one).")
+@click.option("--normalise", "--normalize", "normalise", is_flag=True,
+              help="Show each figure also as a fraction of its partition's declared "
+                   "capability (site.yaml capabilities).")
+@click.option("--margin", type=click.FloatRange(0.001, 10), default=None,
+              help="Change that must be detectable before a figure is SAME "
+                   "(fraction, default 0.15).")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+def compare(site, set_a, set_b, maps, normalise, margin, as_json):
+    """Compare two run sets: before/after an upgrade on one site, or two sites.
+
+    A run set is RUN_ID, latest, last:N, tag:NAME, since:DATE or A..B,
+    optionally prefixed SITE: and suffixed @PARTITION (a bare site name: its
+    latest run).  Each figure is judged on all samples of all runs of each
+    set with the verdicts' noise model: REGRESSED, IMPROVED, SAME or
+    INCONCLUSIVE (with why).  Exit 1 when any figure REGRESSED.
+    """
+    from hpc_health import comparison, index, runsets, sites, stats
+    with index.open_index() as idx:
+        known = sites.available()
+        sets = [runsets.resolve(idx, text, site, known) for text in (set_a, set_b)]
+        for s in sets:
+            _say_note(idx.listing(s.site))
+        res = comparison.compare(idx, *sets, mapping=_partition_map(maps),
+                                 margin=stats.COMPARE_MARGIN if margin is None else margin,
+                                 normalise=normalise)
+    if as_json:
+        click.echo(json.dumps(comparison.to_json(res), indent=1, sort_keys=True))
+    else:
+        click.echo(comparison.render(res, normalise))
+    sys.exit(res.exit_code)
 
 
 @cli.group()

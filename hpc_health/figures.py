@@ -20,6 +20,10 @@ HIGHER = "higher"   # bandwidth, rate: higher is better
 LOWER = "lower"     # latency, time: lower is better
 DIRECTIONS = (HIGHER, LOWER)
 
+#: Keys of a partition's declared ``capabilities`` (site.yaml).
+CAPABILITIES = ("memory_bandwidth_mbs", "cores", "link_bandwidth_mbs", "link_latency_us",
+                "fs_bandwidth_mibs")
+
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -51,6 +55,9 @@ class Figure:
     and, with an axis, the axis value.  *where* restricts the figure to
     instances whose attributes (parameters) have the given values.
     *group* is how reports group it (default: the name without the axis).
+    *capability* names the partition capability (``site.yaml``
+    ``capabilities``) the figure is a fraction of, ``key`` or ``key/cores``
+    for a per-core figure; ``compare --normalise`` divides by it.
     """
     name: str
     unit: str
@@ -60,6 +67,7 @@ class Figure:
     where: dict = field(default_factory=dict)
     source: str = "outputs"
     group: str = ""
+    capability: str = ""
 
     def validate(self, owner="?", attrs=()):
         """Raise DeclarationError naming *owner* and this figure when the
@@ -77,6 +85,10 @@ class Figure:
             bad("the unit must be a non-empty string")
         if not callable(self.read):
             bad("read must be a function of one sample")
+        if self.capability and not all(k in CAPABILITIES
+                                       for k in self.capability.split("/")):
+            bad(f"capability {self.capability!r}: use one of {', '.join(CAPABILITIES)} "
+                "(or KEY/cores)")
         for attr in ([self.axis.attr] if self.axis else []) + list(self.where) + [self.source]:
             if attrs and attr not in attrs:
                 bad(f"the check has no attribute {attr!r}")

@@ -1,9 +1,9 @@
-"""Reading the store across runs: series of one variable, and two sites or
-partitions side by side.  Nothing here re-runs a benchmark."""
+"""Reading the store across runs: the series of one figure, and drift in it.
+Nothing here re-runs a benchmark."""
 
 import dataclasses
 
-from hpc_health import changepoint, hardware, results, stats, store, verdicts
+from hpc_health import changepoint, hardware, stats, verdicts
 
 
 def _matches(m, check, var, partition):
@@ -14,21 +14,20 @@ def _matches(m, check, var, partition):
     return check in (m.test, m.check) or m.check.startswith(check + " ")
 
 
-def series(site, check, var, partition=None, runs=None):
-    """[(run_id, started, check, partition, value, samples)] oldest first;
-    *runs* (a :class:`hpc_health.store.Scan`) collects the damaged runs."""
+def series(idx, runs, check, var, partition=None):
+    """The points of one figure over *runs* (:class:`hpc_health.index.Run`,
+    oldest first), read from the store's index *idx*."""
     out = []
-    runs = runs or store.scan(site)
-    for run_dir, meta, report in runs.reports():
-        for m in results.measurements(report):
-            if _matches(m, check, var, partition):
-                out.append({"run": run_dir.name, "started": meta.get("started", ""),
-                            "check": m.check, "variable": m.variable,
-                            "partition": m.partition_fullname,
-                            "value": m.value, "unit": m.unit, "better": m.better,
-                            "samples": m.samples or [m.value], "stack": meta.get("stack_hash"),
-                            "measurement": m,
-                            "hardware": (meta.get("hardware") or {}).get(m.partition_fullname)})
+    for m in idx.figures(runs, variable=var, check=check):
+        if _matches(m, check, var, partition):
+            meta = m.run.meta
+            out.append({"run": m.run.run_id, "started": meta.get("started", ""),
+                        "check": m.check, "variable": m.variable,
+                        "partition": m.partition_fullname,
+                        "value": m.value, "unit": m.unit, "better": m.better,
+                        "samples": m.samples or [m.value], "stack": meta.get("stack_hash"),
+                        "measurement": m,
+                        "hardware": (meta.get("hardware") or {}).get(m.partition_fullname)})
     return out
 
 
@@ -68,32 +67,3 @@ def drift(points, reference=None):
         samples_per_night=max(1, min(len(p["samples"]) for p in points)))
 
 
-def latest_measurements(site, partition=None, run_id=None, runs=None):
-    """(run id, figures) of the latest readable run (or of *run_id*)."""
-    runs = runs or store.scan(site)
-    found = [r for r in runs.reports() if not run_id or r[0].name == run_id]
-    if not found:
-        return None, []
-    run_dir, _, report = found[-1]
-    ms = [m for m in results.measurements(report)
-          if m.variable is not None and m.value is not None
-          and (partition is None or m.partition == partition)]
-    return run_dir.name, ms
-
-
-def side_by_side(a, b):
-    """Pair the figures of two runs by check and variable (sites differ in
-    system, partition and environment names, so those are not matched)."""
-    index = {}
-    for m in b:
-        index.setdefault((m.check, m.variable), m)
-    rows = []
-    for m in a:
-        other = index.get((m.check, m.variable))
-        if other is None or not m.value:
-            continue
-        ratio = other.value / m.value
-        better = ratio > 1 if m.better == stats.HIGHER else ratio < 1
-        rows.append((m.check, m.variable, m.value, other.value, m.unit, ratio,
-                     "=" if abs(ratio - 1) < 0.005 else ("B better" if better else "B worse")))
-    return rows

@@ -42,6 +42,7 @@ class Measurement:
     better: Optional[str] = None  # "higher" | "lower", as the check declared it
     note: str = ""                # why the check applied no reference
     busy: str = ""                # "node busy: …" when others used the node meanwhile
+    capability: str = ""          # declared capability it is a fraction of (Figure.capability)
 
     @property
     def partition_fullname(self):
@@ -197,6 +198,7 @@ def measurements(report):
             out.append(Measurement(variable=None, **base))
             continue
         better = _mapping(tc.get("figure_better"))
+        capability = _mapping(tc.get("figure_capability"))
         base["note"] = tc.get("reference_note") or ""
         for var, why in errors.items():
             out.append(Measurement(**{**base, "fail_reason": f"figure not read: {why}"},
@@ -216,7 +218,7 @@ def measurements(report):
                 variable=var, value=_num(value), unit=unit or "",
                 ref=None if no_ref else ref, lower=lower, upper=upper,
                 samples=samples.get(var, []), rounds=len(rounds),
-                better=better.get(var), **base))
+                better=better.get(var), capability=capability.get(var, ""), **base))
     return out
 
 

@@ -185,6 +185,7 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
             "partition": partition, "select_tags": list(tags), "tags": list(run_tags),
             "note": note, "per_node": per_node,
             "rounds": rounds, "hardware": run_hw, "reframe_args": list(extra),
+            "capabilities": site_capabilities(site, partition),
             "command": cmd, "started": _now()}
     store.write_json(run_dir / "run.json", meta)
     whole = baseline.counts(meta)
@@ -236,7 +237,9 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
                                               site.settings.get("per_node_min_change"))
     code = exit_interrupted if interrupted else verdicts.exit_code(verdict_list)
     meta.update(exit_code=code, verdicts=table.summary(verdict_list))
+    store.write_verdicts(run_dir, verdict_list)
     store.write_json(run_dir / "run.json", meta)
+    store.index_run(run_dir)
     print("\n" + table.render(verdict_list), file=out)
     state = "INTERRUPTED" if interrupted else {0: "HEALTHY", 1: "UNHEALTHY"}.get(code, "ERROR")
     print(f"\nhpc-health: {state} ({table.summary(verdict_list)}); exit {code}", file=out)
@@ -325,6 +328,19 @@ def site_hardware(site, partition=None):
         hw = hardware.of_partition(settings.get("hardware"), settings.get("nodes"))
         if hw:
             found[f"{site.name}:{p}"] = hw
+    return found
+
+
+def site_capabilities(site, partition=None):
+    """{'site:partition': declared capabilities} of this run's partitions:
+    kept with the run, so a comparison elsewhere can normalise by them."""
+    parts = [partition] if partition else list(site.partitions)
+    found = {}
+    for p in parts:
+        caps = {k: v for k, v in ((site.partitions[p] or {}).get("capabilities") or {}).items()
+                if v is not None}
+        if caps:
+            found[f"{site.name}:{p}"] = caps
     return found
 
 

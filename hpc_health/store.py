@@ -8,11 +8,18 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpc_health import __version__, paths, processes
+
+#: The verdicts a run was judged with when it was stored.
+VERDICTS_FILE = "verdicts.json"
+#: Exit codes of runs whose report holds judged figures: healthy, unhealthy,
+#: and stopped by a signal (what completed was judged).
+JUDGED_EXITS = (0, 1, 130, 129, 143)
 
 
 def runs_dir(site=None):
@@ -102,8 +109,56 @@ def collect_spack_records(run_dir):
             "hashes": data.get("hashes", {}),
             "prefixes": data.get("prefixes", {}),
             "env_dir": data.get("env_dir"),
+            "specs": concrete_specs(rec.parent / "spack.lock"),
         }
     return records
+
+
+_FLAGS = ("cflags", "cxxflags", "fflags", "cppflags", "ldflags", "ldlibs")
+
+
+def concrete_specs(lock_path):
+    """{name: {version, variants, hash, compiler}} of the root specs of a
+    Spack lock: what a stack diff names when a build changed."""
+    try:
+        data = json.loads(Path(lock_path).read_text())
+        specs = data.get("concrete_specs") or {}
+        roots = [r["hash"] for r in data.get("roots") or []]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+    out = {}
+    for h in roots:
+        spec = specs.get(h)
+        if not isinstance(spec, dict) or "name" not in spec:
+            continue
+        params = spec.get("parameters") or {}
+        variants = []
+        for key, val in sorted(params.items()):
+            if key in _FLAGS or key in ("patches", "dev_path"):
+                continue
+            if isinstance(val, bool):
+                variants.append(f"{'+' if val else '~'}{key}")
+            elif isinstance(val, list):
+                variants.append(f"{key}={','.join(str(v) for v in val)}")
+            else:
+                variants.append(f"{key}={val}")
+        flags = [f"{k}={' '.join(params[k])}" for k in _FLAGS if params.get(k)]
+        out[spec["name"]] = {"version": str(spec.get("version", "")),
+                             "variants": " ".join(variants + flags), "hash": h,
+                             "compiler": _compiler(spec, specs)}
+    return out
+
+
+def _compiler(spec, specs):
+    for dep in spec.get("dependencies") or []:
+        virtuals = ((dep.get("parameters") or {}).get("virtuals") or [])
+        if "c" in virtuals or "cxx" in virtuals:
+            d = specs.get(dep.get("hash"), {})
+            return f"{dep.get('name')}@{d.get('version', '?')}"
+    old = spec.get("compiler")      # lockfiles before Spack 1.0
+    if isinstance(old, dict):
+        return f"{old.get('name')}@{old.get('version')}"
+    return None
 
 
 def write_json(path, data):
@@ -115,6 +170,27 @@ def write_json(path, data):
         fp.flush()
         os.fsync(fp.fileno())
     os.replace(tmp, path)
+
+
+def write_verdicts(run_dir, verdict_list):
+    """The verdicts as judged tonight, kept with the run: what history,
+    compare and exports show, whatever the references say later."""
+    write_json(run_dir / VERDICTS_FILE, [
+        {"check": v.measurement.check, "partition": v.measurement.partition_fullname,
+         "environ": v.measurement.environ, "variable": v.measurement.variable,
+         "verdict": v.verdict, "reason": v.reason} for v in verdict_list])
+
+
+def index_run(run_dir):
+    """Add a stored run to the store's index; a failure to index loses
+    nothing (the index is rebuilt from the run directories when read)."""
+    from hpc_health import index
+    try:
+        with index.open_index() as idx:
+            idx.add(Path(run_dir))
+    except Exception as err:   # noqa: BLE001 - the run is stored; the index can wait
+        print(f"hpc-health: the run is stored, but the index was not updated ({err}); "
+              "it is brought up to date when next read", file=sys.stderr)
 
 
 @dataclass
@@ -151,7 +227,7 @@ def _reason(err):
     return str(err).split(": ", 1)[-1] if isinstance(err, Exception) else str(err)
 
 
-def _alive(meta):
+def alive(meta):
     """Is the run's own process still running (a run in progress)?"""
     pid = meta.get("pid")
     if not isinstance(pid, int) or meta.get("hostname") != socket.gethostname():
@@ -175,11 +251,11 @@ def scan(site=None):
             found.damaged.append((path.parent.name, f"run.json unreadable ({err})"))
             continue
         if "exit_code" not in meta:
-            if not _alive(meta):
+            if not alive(meta):
                 found.damaged.append((path.parent.name, "the run never finished (its process "
                                       "was killed, or the machine stopped): no verdicts"))
             continue
-        if meta.get("exit_code") not in (0, 1, 130, 129, 143) or \
+        if meta.get("exit_code") not in JUDGED_EXITS or \
                 not (path.parent / "report.json").exists():
             continue    # a configuration error or a run stopped before any report
         found.runs.append((path.parent, meta))

@@ -7,7 +7,7 @@ COLUMNS = ("check", "partition", "environ", "variable", "value", "reference",
            "bounds", "dev %", "MDC %", "verdict")
 
 
-def _fmt(x):
+def fmt(x):
     if x is None:
         return "-"
     if isinstance(x, float):
@@ -27,8 +27,8 @@ def _fmt(x):
 def _bounds(m):
     if m.ref is None:
         return "-"
-    low = "-inf" if m.lower is None else _fmt(m.ref + abs(m.ref) * m.lower)
-    high = "+inf" if m.upper is None else _fmt(m.ref + abs(m.ref) * m.upper)
+    low = "-inf" if m.lower is None else fmt(m.ref + abs(m.ref) * m.lower)
+    high = "+inf" if m.upper is None else fmt(m.ref + abs(m.ref) * m.upper)
     return f"[{low}, {high}]"
 
 
@@ -40,18 +40,23 @@ def rows(verdicts):
         dev = "-" if v.deviation is None else f"{100 * v.deviation:+.1f}"
         mdc = "-" if v.mdc is None else f"{100 * v.mdc:.0f}"
         out.append((m.check, m.partition_fullname, m.environ, m.variable or "-",
-                    _fmt(m.value) + unit, _fmt(m.ref), _bounds(m), dev, mdc, v.verdict))
+                    fmt(m.value) + unit, fmt(m.ref), _bounds(m), dev, mdc, v.verdict))
     return out
 
 
-def render(verdicts, show_reasons=True):
-    body = rows(verdicts)
+def columns(header, body):
+    """Lines of a plain text table, each column as wide as its widest cell."""
     widths = [max(len(c), *(len(r[i]) for r in body)) if body else len(c)
-              for i, c in enumerate(COLUMNS)]
-    line = "  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths))
-    lines = [line.rstrip(), "  ".join("-" * w for w in widths)]
+              for i, c in enumerate(header)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths)).rstrip(),
+             "  ".join("-" * w for w in widths)]
     for r in body:
         lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    return lines
+
+
+def render(verdicts, show_reasons=True):
+    lines = columns(COLUMNS, rows(verdicts))
     if show_reasons:
         lines += notes(verdicts)
     return "\n".join(lines)

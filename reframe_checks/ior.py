@@ -234,7 +234,8 @@ class IorBandwidth(IoBase):
     segments = variable(int, type(None), value=None)
     repetitions = variable(int, type(None), value=None)
 
-    figures = [Figure(f'{op}_bw', 'MiB/s', HIGHER, _ior(op, 'bw_mib')) for op in ('write', 'read')]
+    figures = [Figure(f'{op}_bw', 'MiB/s', HIGHER, _ior(op, 'bw_mib'), capability='fs_bandwidth_mibs')
+               for op in ('write', 'read')]
     # Older IOR versions print no open/close times (then not reported).
     figures += [Figure(f'{op}_{phase}_time', 's', LOWER, _ior(op, f'{phase}_time_s'))
                 for op in ('write', 'read') for phase in ('open', 'close')]

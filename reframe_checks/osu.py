@@ -23,9 +23,9 @@ class OsuPointToPoint(OsuBase):
 
     benchmark = parameter(['osu_latency', 'osu_bw', 'osu_bibw'])
     placement = parameter(['intra_node', 'inter_node'])
-    figures = [sized('latency', 'us', LOWER, 'avg_latency_us', 'osu_latency'),
-               sized('bw', 'MB/s', HIGHER, 'bandwidth_mbs', 'osu_bw'),
-               sized('bibw', 'MB/s', HIGHER, 'bandwidth_mbs', 'osu_bibw')]
+    figures = [sized('latency', 'us', LOWER, 'avg_latency_us', 'osu_latency', 'link_latency_us'),
+               sized('bw', 'MB/s', HIGHER, 'bandwidth_mbs', 'osu_bw', 'link_bandwidth_mbs'),
+               sized('bibw', 'MB/s', HIGHER, 'bandwidth_mbs', 'osu_bibw', 'link_bandwidth_mbs')]
     descr = 'OSU point-to-point latency and bandwidth'
     tags = {'mpi', 'osu', 'network'}
     pair = True

@@ -115,7 +115,8 @@ class StreamBase(HealthCheck):
 class StreamBandwidth(StreamBase):
     """Copy, Scale, Add and Triad bandwidth with every core of a node."""
 
-    figures = [Figure(k.capitalize(), 'MB/s', HIGHER, _all_cores(k)) for k in KERNELS]
+    figures = [Figure(k.capitalize(), 'MB/s', HIGHER, _all_cores(k),
+                      capability='memory_bandwidth_mbs') for k in KERNELS]
     descr = 'STREAM memory bandwidth, all cores'
     tags = {'memory', 'stream'}
 
@@ -133,9 +134,10 @@ class StreamTriadScaling(StreamBase):
     running degraded changes it.
     """
 
-    figures = [Figure('triad_{}', 'MB/s', HIGHER, _rate, THREAD_COUNTS),
-               Figure('triad_per_core_{}', 'MB/s', HIGHER,
-                      lambda out, t: _rate(out, t) / t, THREAD_COUNTS)]
+    figures = [Figure('triad_{}', 'MB/s', HIGHER, _rate, THREAD_COUNTS,
+                      capability='memory_bandwidth_mbs'),
+               Figure('triad_per_core_{}', 'MB/s', HIGHER, lambda out, t: _rate(out, t) / t,
+                      THREAD_COUNTS, capability='memory_bandwidth_mbs/cores')]
     descr = 'STREAM Triad per thread count (memory contention)'
     tags = {'memory', 'stream'}
 

@@ -111,6 +111,10 @@ class HealthCheck(RecordedSkip, rfm.RunOnlyRegressionTest):
     #: where hpc-health's verdicts read it.
     figure_better = variable(typ.Dict[str, str], value={})
 
+    #: The declared capability each figure is a fraction of (``compare
+    #: --normalise``), for the figures that declare one.
+    figure_capability = variable(typ.Dict[str, str], value={})
+
     #: Figures that could not be read, with the reason (each becomes a FAIL
     #: of its own; the other figures are still judged).
     figure_errors = variable(typ.Dict[str, str], value={})
@@ -190,6 +194,8 @@ class HealthCheck(RecordedSkip, rfm.RunOnlyRegressionTest):
     def set_figures(self):
         readers = self.figure_readers()
         self.figure_better = {name: fig.better for name, (fig, _) in readers.items()}
+        self.figure_capability = {name: fig.capability for name, (fig, _) in readers.items()
+                                  if fig.capability}
         if self.is_dry_run():
             self.perf_variables = {name: sn.make_performance_function(sn.defer(0.0), fig.unit)
                                    for name, (fig, _) in readers.items()}

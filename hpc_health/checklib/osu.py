@@ -26,10 +26,10 @@ def at_size(column):
     return lambda table, size: osu_parser.value_at(table, size, column)
 
 
-def sized(name, unit, better, column, benchmark):
+def sized(name, unit, better, column, benchmark, capability=''):
     """The figure *name*_<size> of *benchmark* (one name or a tuple)."""
     return Figure(f'{name}_{{}}', unit, better, at_size(column), MESSAGE_SIZES,
-                  where={'benchmark': benchmark})
+                  where={'benchmark': benchmark}, capability=capability)
 
 
 class OsuBase(HealthCheck, RepeatedLaunches):
