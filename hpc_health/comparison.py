@@ -198,6 +198,14 @@ _STACK = (("compiler", lambda m: (m.get("stack") or {}).get("mpicc")),
           ("host", lambda m: m.get("hostname")))
 
 
+def _environment(runs):
+    found = defaultdict(set)
+    for r in runs:
+        for k, v in ((r.meta.get("stack") or {}).get("environment") or {}).items():
+            found[k].add(v)
+    return found
+
+
 def stack_diff(runs_a, runs_b, figs):
     """([(what, values in A, values in B)] for what differs, [(added |
     removed | changed, spec name, A, B)] of the Spack root specs)."""
@@ -207,6 +215,11 @@ def stack_diff(runs_a, runs_b, figs):
         vb = sorted({str(get(r.meta)) for r in runs_b if get(r.meta)})
         if va != vb:
             out.append((what, "; ".join(va) or "-", "; ".join(vb) or "-"))
+    env_a, env_b = _environment(runs_a), _environment(runs_b)
+    for k in sorted(set(env_a) | set(env_b)):
+        if env_a.get(k) != env_b.get(k):
+            out.append((f"${k}", "; ".join(sorted(env_a.get(k, ()))) or "-",
+                        "; ".join(sorted(env_b.get(k, ()))) or "-"))
     nodes = [sorted({n for m in f for n in m.nodes}) for f in figs]
     if nodes[0] != nodes[1]:
         out.append(("nodes", ",".join(nodes[0]) or "-", ",".join(nodes[1]) or "-"))

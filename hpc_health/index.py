@@ -260,6 +260,16 @@ class Index:
         return out
 
 
+    def partitions(self, runs):
+        """The partitions the figures of *runs* were measured on."""
+        found = set()
+        for r in runs:
+            found |= {p for (p,) in self.db.execute(
+                "SELECT DISTINCT partition FROM figures WHERE site = ? AND run_id = ?",
+                (r.site, r.run_id))}
+        return sorted(found)
+
+
 def _measurement(row):
     (_, _, test, check, system, partition, environ, variable, value, unit, better,
      capability, samples, params, nodes, rounds, verdict, reason) = row

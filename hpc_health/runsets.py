@@ -67,8 +67,8 @@ def resolve(idx, text, default_site, known_sites=()):
                            " (the store is empty)"))
     chosen = select(runs, selector, text)
     if partition:
-        parts = {p.split(":", 1)[-1] for r in chosen for p in (r.meta.get("hardware") or {})}
-        if parts and partition not in parts:
+        parts = idx.partitions(chosen)
+        if partition not in parts:
             raise ConfigError(text, f"no partition {partition!r} in these runs"
                               + _nearest(partition, sorted(parts)))
     return RunSet(text, site, partition, chosen)

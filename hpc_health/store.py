@@ -92,9 +92,22 @@ def software_stack(spack_records):
         "mpirun": _first_line(["mpirun", "--version"]),
         "mpicc": _first_line(["mpicc", "--version"]),
         "spack": {k: v.get("hashes", {}) for k, v in sorted(spack_records.items())},
+        "environment": tuning_environment(),
     }
     digest = hashlib.sha256(json.dumps(stack, sort_keys=True).encode()).hexdigest()
     return stack, digest[:16]
+
+
+#: Environment variables that change what MPI and the benchmarks do: a
+#: preloaded library, MPI and fabric tuning.
+_TUNING = ("LD_PRELOAD", "OMPI_MCA_", "PMIX_MCA_", "UCX_", "FI_", "MPICH_", "I_MPI_",
+           "OMP_", "MV2_")
+
+
+def tuning_environment(environ=None):
+    environ = os.environ if environ is None else environ
+    return {k: v for k, v in sorted(environ.items())
+            if k == "LD_PRELOAD" or k.startswith(_TUNING[1:])}
 
 
 def collect_spack_records(run_dir):

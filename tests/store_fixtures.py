@@ -39,7 +39,7 @@ def case(test, var, value, unit, *, system="local", partition="default",
     return tc
 
 
-def write_run(store, site, run_id, testcases, started, samples=None, stack="s1"):
+def write_run(store, site, run_id, testcases, started, samples=None, stack="s1", meta=None):
     """One stored run; *samples* maps testcase index -> {var: [samples]}."""
     d = Path(store) / "runs" / site / run_id
     d.mkdir(parents=True)
@@ -52,5 +52,6 @@ def write_run(store, site, run_id, testcases, started, samples=None, stack="s1")
     (d / "report.json").write_text(json.dumps({"runs": [{"testcases": testcases}]}))
     (d / "run.json").write_text(json.dumps({"site": site, "run_id": run_id,
                                             "started": started, "finished": started,
-                                            "exit_code": 0, "stack_hash": stack}))
+                                            "exit_code": 0, "stack_hash": stack,
+                                            **(meta or {})}))
     return d
