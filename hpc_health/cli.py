@@ -313,6 +313,30 @@ def _say_note(listing):
         click.echo(f"hpc-health: {listing.note()}", err=True)
 
 
+@cli.command("runs")
+@site_option
+@click.argument("run_set", metavar="[SET]", required=False, default="since:0001-01-01")
+@click.option("--ids", "ids_only", is_flag=True, help="Print only the run ids.")
+def runs_cmd(site, run_set, ids_only):
+    """List stored runs (of a run set: last:N, tag:NAME, since:DATE, A..B,
+    ...) with their tags, notes and verdicts; exit 2 when the set is
+    unknown or empty."""
+    from hpc_health import index, runsets
+    with index.open_index() as idx:
+        rs = runsets.resolve(idx, run_set, site)
+        _say_note(idx.listing(rs.site))
+    for r in rs.runs:
+        if ids_only:
+            click.echo(r.run_id)
+            continue
+        m = r.meta
+        tags = ",".join(r.tags)
+        click.echo(f"{rs.site}:{r.run_id}  {m.get('started', '')}  exit {m.get('exit_code')}  "
+                   f"{m.get('verdicts', '')}" + (f"  tags {tags}" if tags else "")
+                   + (f"  note {m['note']!r}" if m.get("note") else "")
+                   + ("  (imported)" if m.get("imported") else ""))
+
+
 def _partition_map(values):
     mapping = {}
     for item in values:
