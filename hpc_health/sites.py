@@ -51,6 +51,9 @@ OSU_SIZES = {
 # without a default is derived by the check from the partition (cores,
 # caches), as its description says.
 KERNELS_SCHEMA = _strict({
+    "variants": {"type": ["string", "null"], "default": "",
+                 "description": "variants of the Spack build, e.g. 'build_type=Debug' "
+                 "(hpc-health-kernels is a CMakePackage)"},
     "samples": {**_POSINT, "default": 5, "description": "launches of halo and barrier per run, each "
                 "a sample"},
     "halo_sizes": {"type": ["array", "null"], "minItems": 1,

@@ -56,9 +56,9 @@ class KernelsBuild(RecordedSkip, rfm.CompileOnlyRegressionTest):
             self.method_used = f'spack ({spack})'
             self.keep_files = list(builds.KEEP)
             self.build_system = 'CustomBuild'
+            spec = f'{_SPEC}@={KERNELS_VERSION} {settings(self)["kernels"]["variants"]}'
             self.build_system.commands = [builds.ensure_command(
-                self, spack, _SPEC, [f'{_SPEC}@={KERNELS_VERSION}'],
-                {_SPEC: f'{src}@{KERNELS_VERSION}'})]
+                self, spack, _SPEC, [spec.strip()], {_SPEC: f'{src}@{KERNELS_VERSION}'})]
         else:
             why = 'requested' if self.build_method == 'cmake' else builds.spack_missing_reason()
             self.method_used = f'cmake ({why})'
