@@ -43,12 +43,21 @@ def without_spack(env, root):
     return env
 
 
+def store(root):
+    """The results store of the sandbox *root*."""
+    return root.parent / "store"
+
+
+def environ(root, env=None, spack=False):
+    """The environment commands on the sandbox *root* run in: its checkout
+    and store; without Spack unless *spack*."""
+    env = dict(env or os.environ, HPC_HEALTH_ROOT=str(root), HPC_HEALTH_STORE=str(store(root)))
+    return env if spack else without_spack(env, root)
+
+
 def hpc_health(root, *args, timeout=900, env=None, spack=False):
     """``python -m hpc_health ARGS`` on the sandbox *root*; without Spack
     unless *spack*."""
-    env = dict(env or os.environ, HPC_HEALTH_ROOT=str(root),
-               HPC_HEALTH_STORE=str(root.parent / "store"))
-    if not spack:
-        env = without_spack(env, root)
+    env = environ(root, env, spack)
     return subprocess.run([sys.executable, "-m", "hpc_health", *args],
                           capture_output=True, text=True, timeout=timeout, env=env)

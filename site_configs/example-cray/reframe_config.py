@@ -10,7 +10,7 @@ L3 caches listed below.
 
 import os
 
-from hpc_health.sites import partition_extras
+from hpc_health.sites import partition_extras, reframe_storage
 
 _SITE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -101,4 +101,7 @@ site_configuration = {
             'extras': {'omp_flag': '-fopenmp', 'spack_toolchain': '%cce'},
         },
     ],
+    # ReFrame's own results database (--list-stored-sessions,
+    # --performance-compare): the site's reframe_results_db, else in the store.
+    'storage': reframe_storage(_SITE_DIR),
 }

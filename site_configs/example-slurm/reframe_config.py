@@ -9,7 +9,7 @@ checks through each partition's ``extras`` (see site.yaml).
 
 import os
 
-from hpc_health.sites import partition_extras
+from hpc_health.sites import partition_extras, reframe_storage
 
 _SITE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -116,4 +116,7 @@ site_configuration = {
             'extras': {'omp_flag': '-fopenmp'},
         },
     ],
+    # ReFrame's own results database (--list-stored-sessions,
+    # --performance-compare): the site's reframe_results_db, else in the store.
+    'storage': reframe_storage(_SITE_DIR),
 }

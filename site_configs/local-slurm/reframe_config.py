@@ -17,7 +17,7 @@ import os
 
 from reframe.utility.cpuinfo import cpuinfo
 
-from hpc_health.sites import partition_extras
+from hpc_health.sites import partition_extras, reframe_storage
 
 _SITE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -107,4 +107,7 @@ site_configuration = {
             'target_systems': ['local-slurm'],
         },
     ],
+    # ReFrame's own results database (--list-stored-sessions,
+    # --performance-compare): the site's reframe_results_db, else in the store.
+    'storage': reframe_storage(_SITE_DIR),
 }

@@ -10,7 +10,7 @@ import os
 
 from reframe.utility.cpuinfo import cpuinfo
 
-from hpc_health.sites import partition_extras
+from hpc_health.sites import partition_extras, reframe_storage
 
 _SITE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -58,4 +58,7 @@ site_configuration = {
             'extras': {'omp_flag': '-fopenmp'},
         },
     ],
+    # ReFrame's own results database (--list-stored-sessions,
+    # --performance-compare): the site's reframe_results_db, else in the store.
+    'storage': reframe_storage(_SITE_DIR),
 }
