@@ -50,11 +50,14 @@ for ((i = 1; i <= runs; i++)); do
 done
 
 echo "== the new stack ($tag) against the old ($before)"
-"$hh" compare --site "$site" "$before" "tag:$tag"
-rc=$?
+table=$(mktemp)
+trap 'rm -f "$table"' EXIT
+"$hh" compare --site "$site" "$before" "tag:$tag" | tee "$table"
+rc=${PIPESTATUS[0]}
 [[ $rc -ge 2 ]] && exit "$rc"
 if [[ $rc -eq 0 && $unhealthy -eq 0 ]]; then
-    echo "== acceptance of $site: ACCEPT"
+    undecided=$(grep -c 'INCONCLUSIVE$' "$table")
+    echo "== acceptance of $site: ACCEPT$( ((undecided)) && echo " ($undecided figure(s) INCONCLUSIVE: nothing regressed that these runs could see; more runs on each side narrow it)")"
     echo "Re-baseline on exactly these runs: $hh reference capture --site $site --from tag:$tag --write"
     exit 0
 fi
