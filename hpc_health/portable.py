@@ -87,17 +87,17 @@ def _relative(where, run_dir, site, run_id):
     if not isinstance(where, str) or not where.startswith("/"):
         return None
     p = PurePosixPath(where)
+    rel = None
     for base in {str(run_dir), os.path.realpath(run_dir)}:
         try:
-            return str(p.relative_to(base))
+            rel = str(p.relative_to(base))
+            break
         except ValueError:
             pass
     marker = f"/{site}/{run_id}/"
-    at = where.rfind(marker)
-    if at >= 0:
-        rel = where[at + len(marker):].strip("/") or "."
-        return rel if _safe_relative(rel) else None
-    return None
+    if rel is None and marker in where + "/":
+        rel = (where + "/")[(where + "/").rfind(marker) + len(marker):].strip("/") or "."
+    return rel if rel is not None and _safe_relative(rel) else None
 
 
 def _safe_relative(rel):
@@ -306,8 +306,8 @@ def read(path):
         raise ConfigError(path, f"export format version {version} (written by hpc-health "
                           f"{doc.get('hpc_health', '?')}); this hpc-health {__version__} reads "
                           f"version {VERSION}: import it with a newer hpc-health")
-    return Export(path, str(doc.get("created")), str(doc.get("hostname")),
-                  str(doc.get("hpc_health")), _entries(path, doc),
+    return Export(path, doc.get("created"), doc.get("hostname"), doc.get("hpc_health"),
+                  _entries(path, doc),
                   doc.get("sites") if isinstance(doc.get("sites"), dict) else {})
 
 
@@ -467,6 +467,10 @@ def import_file(path, wait=300, say=print):
             more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
             raise ConfigError(exp.path, f"run {e.name} is already in the store ({d}) {why}"
                               f"{more}: a stored run is never overwritten; nothing imported")
+        staging = root / STAGING
+        if staging.is_dir() and any(staging.iterdir()):
+            done.notes.append(f"{staging} holds what an interrupted import left: nothing reads "
+                              "it, and it may be deleted when no import is running")
         for site in sorted({e.site for e in new}):
             if _measured_here(site):
                 done.notes.append(f"site {site} also has runs measured in this store: the "

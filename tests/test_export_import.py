@@ -135,6 +135,8 @@ def test_import_into_an_empty_store_then_compare_with_a_local_site(shared_export
     tc = json.loads((run_dir / "report.json").read_text())["runs"][0]["testcases"][0]
     assert tc["outputdir"] == str(run_dir / "output" / "case0")
     assert not (b.parent / "store" / ".import-tmp").exists()
+    listed = hpc_health(b, "runs", "other:last:3")
+    assert listed.returncode == 0 and listed.stdout.count("(imported)") == 3, listed.stderr
 
     _runs(b.parent / "store", "local")
     cmp = hpc_health(b, "compare", "local:last:3", "other:last:3", "--normalise", "--json")
