@@ -823,8 +823,14 @@ def compare_runs(runs_a: Sequence[Sequence[float]], runs_b: Sequence[Sequence[fl
     low = high = p = mdc = None
     if df >= 1:
         t = float(_sp.stdtrit(df, 1.0 - alpha / 2.0))
-        low, high = math.expm1(d - t * se), math.expm1(d + t * se)
+        try:
+            low, high = math.expm1(d - t * se), math.expm1(d + t * se)
+            mdc = math.expm1((t + float(_sp.ndtri(POWER))) * se)
+        except OverflowError:
+            # Samples of 0 (an IOR close time below the timer's resolution)
+            # sit at log(_TINY): a spread no interval can be given for.
+            raise ValueError("its samples spread over hundreds of orders of magnitude "
+                             "(zeros among them?)") from None
         p = float(2.0 * _sp.stdtr(df, -abs(d) / se))
-        mdc = math.expm1((t + float(_sp.ndtri(POWER))) * se)
     return Comparison(math.exp(la), math.exp(lb), change, low, high, p, mdc, worse_by,
                       ra, rb, between, within)

@@ -593,3 +593,13 @@ def test_a_reference_summarised_otherwise_is_named_in_the_reason():
     ref.estimator = "median"
     r = st.verdict(ref, [10.0, 10.1, 9.9, 10.0], LOWER)
     assert "summarised by median" in r.reason and "re-capture" in r.reason
+
+
+def test_compare_runs_with_samples_of_zero_is_a_figure_not_compared():
+    """An IOR close time below the timer's resolution (0 s) among the samples
+    (seen on this machine): compare notes the figure as not compared
+    (ValueError), not a traceback from an interval of exp(700)."""
+    runs = [[0.0017668, 0.0, 0.0041070], [0.0016278, 0.0, 0.0038121],
+            [0.0016543, 0.0, 0.0039113]]
+    with pytest.raises(ValueError, match="orders of magnitude"):
+        st.compare_runs(runs, runs, LOWER)
