@@ -502,6 +502,30 @@ def test_change_points_edge_cases():
     assert cp.change_points(v) == [11]          # indices into the input
 
 
+def test_pelt_finds_what_ruptures_pelt_finds():
+    """change_points' own Pelt: ruptures' search, pruning and ties, on noise,
+    steps, episodes and quantised values, a year of nights among them."""
+    rpt = pytest.importorskip("ruptures")
+    rng = np.random.default_rng(7)
+    for trial in range(300):
+        n = 365 if trial % 100 == 1 else int(rng.integers(6, 90))
+        x = rng.normal(0.0, 1.0, n)
+        if trial % 4 == 1:
+            x[int(0.7 * n):] += rng.uniform(1.0, 5.0)
+        elif trial % 4 == 2:
+            x = np.round(2.0 * x) / 2.0
+        elif trial % 4 == 3:
+            for start in rng.integers(0, n, 3):
+                x[start:start + int(rng.integers(1, 8))] += rng.uniform(-6.0, 6.0)
+        min_size = int(rng.choice([1, 2, 3, 5]))
+        if n < 2 * min_size:
+            continue
+        pen = cp.PENALTY_FACTOR * math.log(n)
+        expected = rpt.Pelt(model="l2", min_size=min_size, jump=1).fit(
+            x.reshape(-1, 1)).predict(pen=pen)
+        assert cp._pelt_l2(x, pen, min_size) == expected, (trial, n, min_size)
+
+
 @pytest.mark.parametrize("name", sorted(SERIES))
 def test_step_degradation_silent_on_recorded_noise(name):
     s = SERIES[name]
