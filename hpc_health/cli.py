@@ -113,13 +113,13 @@ def report(site, run_id):
         if damaged:
             raise ConfigError(store.runs_dir(s.name) / run_id, f"damaged run: {damaged}")
         runs.runs = [r for r in runs.runs if r[0].name == run_id]
-    readable = list(runs.reports())
+    latest = next(runs.reports(newest_first=True), None)
     _say_damaged(runs)
-    if not readable:
+    if not latest:
         raise ConfigError(store.runs_dir(s.name) / (run_id or ""),
                           f"no stored run{' ' + run_id if run_id else ''} with a readable "
                           "report" + (f" ({runs.note()})" if runs.damaged else ""))
-    run_dir, meta, rep = readable[-1]
+    run_dir, meta, rep = latest
     vs = runner.judge_report(rep, refs, meta.get("hardware"))
     if meta.get("per_node"):
         vs = verdicts.node_outliers(vs, s.settings.get("per_node_min_change"))

@@ -96,6 +96,7 @@ class Index:
         self.path = self.root / INDEX_FILE
         self.say = say
         self.db = self._open()
+        self._fresh = set()     # sites refreshed by this instance (None: all)
 
     def _open(self):
         existed = self.path.exists()
@@ -140,7 +141,11 @@ class Index:
     # --- bringing it up to date --------------------------------------------
 
     def refresh(self, site=None):
-        """Read what changed in the run directories of *site* (or all)."""
+        """Read what changed in the run directories of *site* (or all), once
+        per opened index: a command reads the store as it was when it began."""
+        if None in self._fresh or site in self._fresh:
+            return
+        self._fresh.add(site)
         on_disk = {}
         base = store.runs_dir()
         sites = [site] if site else (sorted(p.name for p in base.iterdir() if p.is_dir())
@@ -248,11 +253,15 @@ class Index:
                 if partition:
                     sql += " AND partition = ?"
                     args.append(partition)
+                if check:
+                    # The class name, the display name, or the display name
+                    # without some trailing parameters: in SQL, so that only
+                    # this figure's rows are decoded.
+                    sql += (" AND (test = ? OR check_name = ? OR "
+                            "substr(check_name, 1, ?) = ?)")
+                    args += [check, check, len(check) + 1, check + " "]
                 for row in self.db.execute(sql, args):
                     m = _measurement(row)
-                    if check and not (check in (m.test, m.check) or
-                                      m.check.startswith(check + " ")):
-                        continue
                     m.run = by_key[(row[0], row[1])]
                     out.append(m)
         order = {(r.site, r.run_id): i for i, r in enumerate(runs)}

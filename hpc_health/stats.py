@@ -59,7 +59,6 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 from scipy import special as _sp
-from scipy import stats as _st
 
 from hpc_health.figures import DIRECTIONS, HIGHER, LOWER  # noqa: F401 - re-exported
 
@@ -729,6 +728,9 @@ def adjust(p_values: Sequence[Optional[float]], alpha: float = ALPHA,
         rej = np.zeros(m, dtype=bool)
         rej[order[:k]] = True
     elif method in ("bh", "fdr_bh", "benjamini-hochberg"):
+        # Imported here: scipy.stats costs every command 0.4 s of start-up
+        # (over a second on a loaded machine), and only this method needs it.
+        from scipy import stats as _st
         rej = _st.false_discovery_control(pv, method="bh") <= alpha
     else:
         raise ValueError(f"unknown method {method!r}: use 'holm' or 'bh'")
@@ -823,8 +825,14 @@ def compare_runs(runs_a: Sequence[Sequence[float]], runs_b: Sequence[Sequence[fl
     low = high = p = mdc = None
     if df >= 1:
         t = float(_sp.stdtrit(df, 1.0 - alpha / 2.0))
-        low, high = math.expm1(d - t * se), math.expm1(d + t * se)
+        try:
+            low, high = math.expm1(d - t * se), math.expm1(d + t * se)
+            mdc = math.expm1((t + float(_sp.ndtri(POWER))) * se)
+        except OverflowError:
+            # Samples of 0 (an IOR close time below the timer's resolution)
+            # sit at log(_TINY): a spread no interval can be given for.
+            raise ValueError("its samples spread over hundreds of orders of magnitude "
+                             "(zeros among them?)") from None
         p = float(2.0 * _sp.stdtr(df, -abs(d) / se))
-        mdc = math.expm1((t + float(_sp.ndtri(POWER))) * se)
     return Comparison(math.exp(la), math.exp(lb), change, low, high, p, mdc, worse_by,
                       ra, rb, between, within)

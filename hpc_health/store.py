@@ -214,12 +214,13 @@ class Scan:
     runs: list = field(default_factory=list)      # [(run_dir, run.json)], oldest first
     damaged: list = field(default_factory=list)   # [(run id, reason)]
 
-    def reports(self):
+    def reports(self, newest_first=False):
         """(run_dir, meta, ReFrame report) of every run with a readable
-        report; an unreadable one joins ``damaged``."""
+        report, oldest first (or newest first: the latest costs one report
+        read, not one per stored run); an unreadable one joins ``damaged``."""
         from hpc_health import results
         from hpc_health.errors import ConfigError
-        for run_dir, meta in self.runs:
+        for run_dir, meta in (reversed(self.runs) if newest_first else self.runs):
             try:
                 report = results.load_report(run_dir / "report.json")
             except ConfigError as err:
