@@ -254,7 +254,7 @@ def _spec_text(versions):
 # --- output -----------------------------------------------------------------------
 
 def render(res, normalise=False):
-    lines = [f"A = {res.a.site}:{res.a.label}", f"B = {res.b.site}:{res.b.label}"]
+    lines = [f"A = {res.a.label}", f"B = {res.b.label}"]
     renamed = {a: b for a, b in res.partition_map.items() if a != b}
     if renamed:
         lines.append("partitions matched: " + ", ".join(f"A {a} = B {b}"

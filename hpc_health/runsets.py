@@ -37,7 +37,8 @@ class RunSet:
     def label(self):
         ids = [r.run_id for r in self.runs]
         what = ids[0] if len(ids) == 1 else f"{len(ids)} runs {ids[0]} .. {ids[-1]}"
-        return f"{self.text} ({what})"
+        text = self.text if self.text.startswith(f"{self.site}:") else f"{self.site}:{self.text}"
+        return f"{text} ({what})"
 
 
 def split(text, default_site, sites):

@@ -43,6 +43,15 @@ def without_spack(env, root):
     return env
 
 
+def hide_spack(monkeypatch, tmp_path):
+    """This process's environment (and so every command it starts) without
+    this machine's Spack: our kernels then build with CMake."""
+    for key, value in without_spack(os.environ, tmp_path / "x").items():
+        monkeypatch.setenv(key, value)
+    for key in ("SPACK_ROOT", "HPC_HEALTH_SPACK_KIT"):
+        monkeypatch.delenv(key, raising=False)
+
+
 def store(root):
     """The results store of the sandbox *root*."""
     return root.parent / "store"

@@ -1,63 +1,64 @@
-"""Before/after on real local runs: the halo check run by `hpc-health run`
-(ReFrame, the kernels, mpirun) with run tags, the new stack carrying an
-injected regression (the fault bench's PMPI delay on every rank), judged by
-`hpc-health compare`, and a clean pair that is not."""
+"""Runs carried between stores for real: real runs of the halo check
+exported, imported into an empty store that holds another site's runs, and
+the two sites compared there.  (Before/after on one site, with an injected
+regression and a clean pair: tests/test_acceptance.py.)"""
 
 import pytest
+from sandbox import hide_spack
 
 from bench.fault_injection import hpc_health_run
-from bench.fault_injection.faults import FAULTS
-from bench.fault_injection.tools import build_pmpi_delay
 from hpc_health import local_mpi
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def _without_spack(monkeypatch, tmp_path):
+    # About comparing runs, not building: the kernels build with CMake.
+    hide_spack(monkeypatch, tmp_path)
 
 if local_mpi.missing_tools():
     pytest.skip(f"needs {', '.join(local_mpi.missing_tools())} (bash ci/setup.sh installs them)",
                 allow_module_level=True)
 
-RUNS = 3
+def test_runs_carried_to_another_store_compare_with_its_own_site(tmp_path):
+    """Export real runs, import them into an empty store that holds another
+    site's runs, and compare the two sites there, normalised."""
+    import os
+    import shutil
+    import subprocess
+    import sys
 
+    import yaml
 
-def test_an_injected_regression_is_regressed_with_its_cause_in_the_stack_diff(tmp_path):
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    fault = FAULTS["latency"]({"pmpi_delay": build_pmpi_delay(bindir)}, opts=None)
-    box = hpc_health_run.Sandbox(tmp_path, hpc_health_run.Plan())
-
-    def run(tag, env):
-        res = box.hpc_health("run", "--site", "local", "--tag", tag, "--note", f"{tag} run",
-                             "--", "-n", hpc_health_run.CHECK,
-                             "-S", "HaloExchange.sizes=8,4096", ranks_env=env)
-        assert res.returncode in (0, 1), res.stdout[-2000:] + res.stderr[-2000:]
-
-    for _ in range(RUNS):
-        run("before", fault.clean_env())
-    # ~+300 % at 4 KiB: far beyond what two shared cores do to a halo time.
-    with fault.apply(10000) as (env, _):
-        for _ in range(RUNS):
-            run("after", env)
-    for _ in range(RUNS):
-        run("clean", fault.clean_env())
-
-    listed = box.hpc_health("runs", "--site", "local", "tag:after")
-    assert listed.returncode == 0 and listed.stdout.count("tags after") == RUNS
-    assert "note 'after run'" in listed.stdout
-
-    bad = box.hpc_health("compare", "--site", "local", "tag:before", "tag:after")
-    print(bad.stdout, bad.stderr)
-    assert bad.returncode == 1
-    row = next(x for x in bad.stdout.splitlines() if "time_4KiB" in x and "Halo" in x)
-    assert "REGRESSED" in row and f"{RUNS}/{RUNS}" in row
-    # What changed in the stack: the preloaded delay in the ranks' environment.
-    assert "$OMPI_MCA_mca_base_env_list:" in bad.stdout
-    assert "FI_DELAY_NS=10000" in bad.stdout.split("stack diff")[1]
-
-    good = box.hpc_health("compare", "--site", "local", "tag:before", "tag:clean",
-                          "--margin", "1.0")
-    print(good.stdout, good.stderr)
-    assert good.returncode == 0
-    assert "REGRESSED" not in good.stdout
-    rows = [x for x in good.stdout.splitlines() if x.startswith("HaloExchange")]
-    assert rows and all(x.rstrip().endswith("SAME") for x in rows)
-    assert "stack diff: none" in good.stdout
+    here = hpc_health_run.Sandbox(tmp_path / "here", hpc_health_run.Plan())
+    there = hpc_health_run.Sandbox(tmp_path / "there", hpc_health_run.Plan())
+    lab = there.root / "site_configs" / "lab"
+    shutil.copytree(there.root / "site_configs" / "local", lab)
+    doc = yaml.safe_load((lab / "site.yaml").read_text())
+    doc["site"] = "lab"
+    config = lab / "reframe_config.py"
+    config.write_text(config.read_text().replace("'name': 'local'", "'name': 'lab'"))
+    doc["partitions"]["default"]["capabilities"] = {"link_latency_us": 0.5}
+    (lab / "site.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    args = ["--", "-n", hpc_health_run.CHECK, "-S", "HaloExchange.sizes=8,4096"]
+    for _ in range(2):
+        assert here.hpc_health("run", "--site", "local", "--tag", "ours", *args).returncode == 0
+    env = dict(os.environ, HPC_HEALTH_ROOT=str(there.root), HPC_HEALTH_STORE=str(there.store))
+    for _ in range(2):
+        res = subprocess.run([sys.executable, "-m", "hpc_health", "run", "--site", "lab", *args],
+                             env=env, capture_output=True, text=True, timeout=600)
+        assert res.returncode == 0, res.stdout[-2000:]
+    export = tmp_path / "local.json.gz"
+    res = here.hpc_health("export", "--site", "local", "tag:ours", "-o", str(export))
+    assert res.returncode == 0, res.stderr
+    res = there.hpc_health("import", str(export))
+    assert res.returncode == 0 and "imported local:" in res.stdout, res.stderr
+    assert "nothing new" in there.hpc_health("import", str(export)).stdout
+    res = there.hpc_health("compare", "--site", "lab", "local:tag:ours", "lab:last:2",
+                           "--normalise")
+    print(res.stdout, res.stderr)
+    assert res.returncode in (0, 1), res.stderr
+    rows = [x for x in res.stdout.splitlines() if x.startswith("HaloExchange")]
+    assert len(rows) == 2 and "A/declared" in res.stdout
+    assert "2/2" in rows[0]

@@ -100,11 +100,12 @@ class Sandbox:
         runs = self.store / "runs" / SITE
         return sorted(p.name for p in runs.iterdir()) if runs.is_dir() else []
 
-    def check_run(self, plan, ranks_env):
-        """One ``hpc-health run`` of the check: (run id, exit code, output)."""
+    def check_run(self, plan, ranks_env, tags=()):
+        """One ``hpc-health run`` of the check, labelled with run *tags*:
+        (run id, exit code, output)."""
         for attempt in range(plan.reruns + 1):
             meter = quiet.CpuMeter()
-            run_id, code, out = self._check_run_once(plan, ranks_env)
+            run_id, code, out = self._check_run_once(plan, ranks_env, tags)
             foreign, _ = meter.foreign()
             if foreign <= plan.foreign_cpu:
                 return run_id, code, out
@@ -119,9 +120,10 @@ class Sandbox:
                 self.budget.wait()
         return run_id, code, out
 
-    def _check_run_once(self, plan, ranks_env):
+    def _check_run_once(self, plan, ranks_env, tags=()):
         before = set(self.run_ids())
         res = self.hpc_health("run", "--site", SITE, "--rounds", str(plan.rounds),
+                              *(f"--tag={t}" for t in tags),
                               "--", "-n", CHECK, "-S", f"HaloExchange.sizes={plan.sizes}",
                               ranks_env=ranks_env)
         new = sorted(set(self.run_ids()) - before)
