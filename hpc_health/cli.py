@@ -5,6 +5,7 @@ check, 2 a usage or configuration error, 130 interrupted.
 """
 
 import json
+import sqlite3
 import subprocess
 import sys
 
@@ -22,6 +23,11 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except ConfigError as err:
             click.echo(f"hpc-health: error: {err}", err=True)
+            ctx.exit(2)
+        except sqlite3.Error as err:
+            click.echo(f"hpc-health: error: the store's index: {err}: try again, or delete "
+                       "index.sqlite in the store (it is rebuilt from the run directories)",
+                       err=True)
             ctx.exit(2)
         except OSError as err:
             # A full or read-only file system, a directory we may not write:
@@ -102,35 +108,42 @@ def validate(site):
 
 @cli.command()
 @site_option
-@click.argument("run_id", required=False)
-def report(site, run_id):
-    """Print the health table of a stored run (default: the latest)."""
-    from hpc_health import runner, store, table, verdicts
+@click.argument("run_set", metavar="[SET]", required=False)
+def report(site, run_set):
+    """Print the health table of a stored run (default: the latest
+    readable one), or of each run of a run set (tag:NAME, last:N, ...)."""
+    from hpc_health import index, results, runner, runsets, sites, store, table, verdicts
     s, refs = runner.validate(site)
-    runs = store.scan(s.name)
-    if run_id:
-        damaged = dict(runs.damaged).get(run_id)
-        if damaged:
-            raise ConfigError(store.runs_dir(s.name) / run_id, f"damaged run: {damaged}")
-        runs.runs = [r for r in runs.runs if r[0].name == run_id]
-    latest = next(runs.reports(newest_first=True), None)
-    _say_damaged(runs)
-    if not latest:
-        raise ConfigError(store.runs_dir(s.name) / (run_id or ""),
-                          f"no stored run{' ' + run_id if run_id else ''} with a readable "
-                          "report" + (f" ({runs.note()})" if runs.damaged else ""))
-    run_dir, meta, rep = latest
-    vs = runner.judge_report(rep, refs, meta.get("hardware"))
-    if meta.get("per_node"):
-        vs = verdicts.node_outliers(vs, s.settings.get("per_node_min_change"))
-    click.echo(f"run {run_dir.name} on {meta.get('hostname')} started {meta.get('started')}")
-    click.echo(table.render(vs))
-    sys.exit(verdicts.exit_code(vs))
-
-
-def _say_damaged(runs):
-    if runs.damaged:
-        click.echo(f"hpc-health: {runs.note()}", err=True)
+    with index.open_index() as idx:
+        listing = idx.listing(s.name)
+        _say_note(listing)
+        damaged = {rid: why for _, rid, why in listing.damaged}
+        if run_set in damaged:
+            raise ConfigError(store.runs_dir(s.name) / run_set,
+                              f"damaged run: {damaged[run_set]}")
+        if run_set:
+            chosen = runsets.resolve(idx, run_set, s.name, sites.available())
+            runs = chosen.runs
+            if chosen.site != s.name:
+                other = sites.load(chosen.site) if chosen.site in sites.available() else None
+                refs = runner.validate(other.name)[1] if other else None
+        else:
+            runs = listing.runs[-1:]
+    if not runs:
+        raise ConfigError(store.runs_dir(s.name), "no stored run with a readable report"
+                          + (f" ({listing.note()})" if listing.damaged else ""))
+    code = 0
+    for r in runs:
+        rep = results.load_report(r.dir / "report.json")
+        vs = runner.judge_report(rep, refs, r.meta.get("hardware"))
+        if r.meta.get("per_node"):
+            vs = verdicts.node_outliers(vs, s.settings.get("per_node_min_change"))
+        tags = f", tags {','.join(r.tags)}" if r.tags else ""
+        click.echo(f"run {r.run_id} on {r.meta.get('hostname')} started "
+                   f"{r.meta.get('started')}{tags}")
+        click.echo(table.render(vs))
+        code = max(code, verdicts.exit_code(vs))
+    sys.exit(code)
 
 
 @cli.group()

@@ -110,20 +110,25 @@ class Index:
                          "run directories")
                 os.replace(self.path, f"{self.path}.damaged")
                 return self._open()
-            # A read-only store: an index in memory, built for this command.
-            self.say(f"cannot write the index {self.path} ({err}): reading the run "
-                     "directories instead")
-            db, version, existed = sqlite3.connect(":memory:"), 0, False
+            return self._in_memory(err)
         if version != SCHEMA_VERSION:
             if existed:
                 self.say(f"index {self.path} is of another version: rebuilding it from the "
                          "run directories")
-            with db:
-                for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")\
-                        .fetchall():
-                    db.execute(f"DROP TABLE {name}")
-                db.executescript(_SCHEMA)
-                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            try:
+                _create(db)
+            except sqlite3.OperationalError as err:
+                db.close()
+                return self._in_memory(err)
+        return db
+
+    def _in_memory(self, err):
+        """A store we may not write (read-only, full): an index in memory,
+        built from the run directories for this command only."""
+        self.say(f"cannot write the index {self.path} ({err}): reading the run directories "
+                 "instead")
+        db = sqlite3.connect(":memory:")
+        _create(db)
         return db
 
     def _writable(self):
@@ -169,11 +174,19 @@ class Index:
                      "was last updated: updating it")
         elif not known and len(todo) > 1:
             self.say(f"index: building it from {len(todo)} run directories ({self.path})")
-        with self.db:
-            for s, r in gone:
-                self._forget(s, r)
-            for (s, r), run_dir in todo:
-                self._ingest(s, run_dir)
+        try:
+            with self.db:
+                for s, r in gone:
+                    self._forget(s, r)
+                for (s, r), run_dir in todo:
+                    self._ingest(s, run_dir)
+        except sqlite3.OperationalError as err:
+            if "readonly" not in str(err) and "disk" not in str(err):
+                raise
+            self.db.close()
+            self.db = self._in_memory(err)
+            self._fresh = set()
+            self.refresh(site)
 
     def add(self, run_dir):
         """Index one run just stored (by ``run`` or ``import``)."""
@@ -277,6 +290,15 @@ class Index:
                 "SELECT DISTINCT partition FROM figures WHERE site = ? AND run_id = ?",
                 (r.site, r.run_id))}
         return sorted(found)
+
+
+def _create(db):
+    with db:
+        for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")\
+                .fetchall():
+            db.execute(f"DROP TABLE {name}")
+        db.executescript(_SCHEMA)
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 def _measurement(row):

@@ -214,32 +214,6 @@ class Scan:
     runs: list = field(default_factory=list)      # [(run_dir, run.json)], oldest first
     damaged: list = field(default_factory=list)   # [(run id, reason)]
 
-    def reports(self, newest_first=False):
-        """(run_dir, meta, ReFrame report) of every run with a readable
-        report, oldest first (or newest first: the latest costs one report
-        read, not one per stored run); an unreadable one joins ``damaged``."""
-        from hpc_health import results
-        from hpc_health.errors import ConfigError
-        for run_dir, meta in (reversed(self.runs) if newest_first else self.runs):
-            try:
-                report = results.load_report(run_dir / "report.json")
-            except ConfigError as err:
-                if run_dir.name not in dict(self.damaged):
-                    self.damaged.append((run_dir.name, _reason(err)))
-                continue
-            yield run_dir, meta, report
-
-    def note(self):
-        if not self.damaged:
-            return ""
-        n = len(self.damaged)
-        return (f"skipped {n} damaged run{'s' if n > 1 else ''}: " +
-                "; ".join(f"{rid}: {why}" for rid, why in self.damaged))
-
-
-def _reason(err):
-    return str(err).split(": ", 1)[-1] if isinstance(err, Exception) else str(err)
-
 
 def alive(meta):
     """Is the run's own process still running (a run in progress)?"""

@@ -89,7 +89,8 @@ def test_acceptance_accepts_a_clean_stack_and_rejects_a_regressed_one(tmp_path):
         bad = acceptance("upgrade-2", env)
     print(bad.stdout, bad.stderr)
     assert bad.returncode == 1
-    row = next(x for x in bad.stdout.splitlines() if "time_4KiB" in x and "Halo" in x)
+    table = bad.stdout.split("== the new stack")[1]
+    row = next(x for x in table.splitlines() if "time_4KiB" in x and "Halo" in x)
     assert row.rstrip().endswith("REGRESSED")
     # What changed in the stack: the delay preloaded into the ranks.
     diff = bad.stdout.split("stack diff (A -> B):")[1]

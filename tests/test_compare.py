@@ -241,3 +241,27 @@ def test_sets_with_nothing_in_common_are_an_error(tmp_path):
     res = hpc_health(root, "compare", "--site", "local", "tag:a", "tag:b")
     assert res.returncode == 2
     assert "the two run sets have no figure in common (2 and 1 figures" in res.stderr
+
+
+def test_a_store_whose_index_cannot_be_written_is_read_from_its_run_directories(
+        tmp_path, monkeypatch):
+    root = make_root(tmp_path, references=False)
+    monkeypatch.setenv("HPC_HEALTH_STORE", str(_store(root)))
+    monkeypatch.setenv("HPC_HEALTH_ROOT", str(root))
+    ids = _write(root, 3, 10)
+    said = []
+    real = index.Index._ingest
+    calls = []
+
+    def read_only(self, site, run_dir):
+        # The first write to the file fails as on a read-only file system.
+        calls.append(run_dir)
+        if len(calls) == 1:
+            import sqlite3
+            raise sqlite3.OperationalError("attempt to write a readonly database")
+        return real(self, site, run_dir)
+
+    monkeypatch.setattr(index.Index, "_ingest", read_only)
+    with index.open_index(say=said.append) as idx:
+        assert [r.run_id for r in idx.listing("local").runs] == ids
+    assert any("cannot write the index" in s and "readonly" in s for s in said)
