@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -43,9 +45,12 @@ def without_spack(env, root):
     return env
 
 
-def hide_spack(monkeypatch, tmp_path):
+@pytest.fixture
+def spack_hidden(monkeypatch, tmp_path):
     """This process's environment (and so every command it starts) without
-    this machine's Spack: our kernels then build with CMake."""
+    this machine's Spack: our kernels then build with CMake.  A module uses
+    it with ``from sandbox import spack_hidden`` and
+    ``pytest.mark.usefixtures("spack_hidden")``."""
     for key, value in without_spack(os.environ, tmp_path / "x").items():
         monkeypatch.setenv(key, value)
     for key in ("SPACK_ROOT", "HPC_HEALTH_SPACK_KIT"):

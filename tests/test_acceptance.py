@@ -10,20 +10,15 @@ import os
 import subprocess
 
 import pytest
-from sandbox import hide_spack
+from sandbox import spack_hidden  # noqa: F401 - a fixture
 
 from bench.fault_injection import hpc_health_run
 from bench.fault_injection.faults import FAULTS
 from bench.fault_injection.tools import build_pmpi_delay
 from hpc_health import local_mpi, paths
 
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(autouse=True)
-def _without_spack(monkeypatch, tmp_path):
-    # About comparing runs, not building: the kernels build with CMake.
-    hide_spack(monkeypatch, tmp_path)
+# About comparing runs, not building: the kernels build with CMake.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("spack_hidden")]
 
 if local_mpi.missing_tools():
     pytest.skip(f"needs {', '.join(local_mpi.missing_tools())} (bash ci/setup.sh installs them)",

@@ -4,18 +4,13 @@ the two sites compared there.  (Before/after on one site, with an injected
 regression and a clean pair: tests/test_acceptance.py.)"""
 
 import pytest
-from sandbox import hide_spack
+from sandbox import spack_hidden  # noqa: F401 - a fixture
 
 from bench.fault_injection import hpc_health_run
 from hpc_health import local_mpi
 
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(autouse=True)
-def _without_spack(monkeypatch, tmp_path):
-    # About comparing runs, not building: the kernels build with CMake.
-    hide_spack(monkeypatch, tmp_path)
+# About comparing runs, not building: the kernels build with CMake.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("spack_hidden")]
 
 if local_mpi.missing_tools():
     pytest.skip(f"needs {', '.join(local_mpi.missing_tools())} (bash ci/setup.sh installs them)",
