@@ -161,10 +161,14 @@ def test_a_spack_failure_fails_only_its_checks(tmp_path):
     assert any("concretize" in line for line in lines), res.stdout
 
 
-def test_a_kernel_rebuilt_at_O0_is_regressed_and_named_in_the_stack_diff(tmp_path):
+def test_a_kernel_rebuilt_at_O0_is_named_in_the_stack_diff(tmp_path):
     """Before/after an "upgrade" that rebuilt our kernels without
-    optimisation (CMake's Debug build type: -O0): compare says REGRESSED and
-    its stack diff names the changed spec with its variants and hashes."""
+    optimisation (CMake's Debug build type, -O0): compare's stack diff names
+    the changed spec with its variants and both hashes.  (The halo and
+    barrier times are MPI's, not the compiler's: -O0 moved the 1 MiB halo by
+    +36 % with runs spread from 176 to 498 us, so the figures are not
+    asserted here; tests/test_acceptance.py proves REGRESSED with an
+    injected delay.)"""
     root = _sandbox(tmp_path)
     settings = root / "site_configs" / "local" / "site.yaml"
 
@@ -174,20 +178,18 @@ def test_a_kernel_rebuilt_at_O0_is_regressed_and_named_in_the_stack_diff(tmp_pat
                          "-S", "HaloExchange.sizes=4096,1048576", timeout=TIMEOUT, spack=True)
         assert res.returncode in (0, 1), res.stdout[-3000:]
 
-    for _ in range(3):
+    for _ in range(2):
         run("release")
     doc = yaml.safe_load(settings.read_text())
     doc["partitions"]["default"]["kernels"]["variants"] = "build_type=Debug"
     settings.write_text(yaml.safe_dump(doc, sort_keys=False))
-    for _ in range(3):
+    for _ in range(2):
         run("debug")
-    res = hpc_health(root, "compare", "--site", "local", "tag:release", "tag:debug")
-    print(res.stdout, res.stderr)
-    assert res.returncode == 1, res.stdout
-    row = next(x for x in res.stdout.splitlines() if "time_1MiB" in x)
-    assert "REGRESSED" in row
-    diff = res.stdout.split("stack diff")[1]
-    line = next(x for x in diff.splitlines() if "spack changed hpc-health-kernels" in x)
-    before, after = line.split(" -> ")
-    assert "build_type=Release" in before and "build_type=Debug" in after
-    assert before.split("/")[1][:7] != after.split("/")[1][:7]
+    res = hpc_health(root, "compare", "--site", "local", "tag:release", "tag:debug", "--json")
+    assert res.returncode in (0, 1), res.stderr
+    data = json.loads(res.stdout)
+    assert {r["variable"] for r in data["rows"]} == {"time_4KiB", "time_1MiB"}
+    change = next(s for s in data["specs"] if s["name"] == "hpc-health-kernels")
+    assert change["change"] == "changed"
+    assert "build_type=Release" in change["a"] and "build_type=Debug" in change["b"]
+    assert change["a"].split("/")[1][:7] != change["b"].split("/")[1][:7]
