@@ -69,15 +69,22 @@ def test_acceptance_accepts_a_clean_stack_and_rejects_a_regressed_one(tmp_path):
     cap = box.hpc_health("reference", "capture", "--site", "local", "--from", "tag:upgrade-1")
     assert cap.returncode == 0, cap.stderr
     assert "time_4KiB" in cap.stdout
-    # A clean pair: SAME when a doubling would have been caught, and the
-    # stacks do not differ.
+    # A clean pair: never REGRESSED, and the stacks do not differ.  Whether
+    # it is SAME depends on the night-to-night spread of these three runs a
+    # side (halo launches pick one of two levels here: the minimum
+    # detectable change was 36 % in one CI run and 103 % in another); when
+    # it is not, INCONCLUSIVE must say that the runs cannot promise more.
+    # (SAME from recorded series: tests/test_compare.py.)
     same = box.hpc_health("compare", "--site", "local", "tag:pre-upgrade", "tag:control",
                           "--margin", "1.0")
     print(same.stdout)
-    assert same.returncode == 0
+    assert same.returncode == 0 and "REGRESSED" not in same.stdout
     rows = [x for x in same.stdout.splitlines() if x.startswith("HaloExchange")]
-    assert len(rows) == 2 and all(x.rstrip().endswith("SAME") for x in rows)
-    assert all(f"{RUNS}/{RUNS}" in x for x in rows)
+    assert len(rows) == 2 and all(f"{RUNS}/{RUNS}" in x for x in rows)
+    for row in rows:
+        mdc = float(row.split("%")[-2].split()[-1])
+        word = row.split()[-1]
+        assert word == ("SAME" if mdc <= 100 else "INCONCLUSIVE") or word == "IMPROVED", row
     assert "stack diff: none" in same.stdout
 
     with fault.apply(10000) as (env, _):
