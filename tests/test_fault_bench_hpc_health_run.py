@@ -15,11 +15,13 @@ if local_mpi.missing_tools():
 
 
 def test_a_strong_latency_fault_is_degraded_and_the_clean_run_is_not(tmp_path):
-    # +200 %: the halo time's level moves by up to x1.7 from one run to the
-    # next when other processes share the two cores, so a smaller fault
-    # could pass for noise (and noise for it).  Runs that other processes
-    # disturbed get one re-run; the test stays within ~3 minutes.
-    plan = hpc_health_run.Plan(fault="latency", worse=(2.0,), reference_runs=5,
+    # +800 %: the halo time's level moves by up to x1.7 from one run to the
+    # next when other processes share the two cores, and five reference runs
+    # with one such episode among them (9-12 us against 6 us, CI on
+    # 2026-11-25) make the verdict's critical change about x5 at Holm's
+    # alpha: +200 % was then, rightly, not significant.  Runs that other
+    # processes disturbed get one re-run; the test stays within ~3 minutes.
+    plan = hpc_health_run.Plan(fault="latency", worse=(8.0,), reference_runs=5,
                                judged_pairs=1, reruns=1, max_wait=20)
     record = hpc_health_run.run(plan, tmp_path, log=print)
 
@@ -30,7 +32,7 @@ def test_a_strong_latency_fault_is_degraded_and_the_clean_run_is_not(tmp_path):
     assert clean["kind"] == "clean" and faulty["kind"] == "faulty"
     assert faulty["exit_code"] == 1, faulty
     assert faulty["figures"]["time_4KiB"]["verdict"] == "DEGRADED"
-    assert faulty["setting"]["delay_ns"] == round(2.0 * ref["value"] * 1000 / 2)
+    assert faulty["setting"]["delay_ns"] == round(8.0 * ref["value"] * 1000 / 2)
     assert clean["exit_code"] == 0, clean
     assert all(f["verdict"] != "DEGRADED" for f in clean["figures"].values())
     assert record["all_as_expected"]
@@ -38,4 +40,4 @@ def test_a_strong_latency_fault_is_degraded_and_the_clean_run_is_not(tmp_path):
     assert (faulty["figures"]["time_4KiB"]["value"]
             > 2 * clean["figures"]["time_4KiB"]["value"])
     table = hpc_health_run.render(record)
-    assert f"| {faulty['run']} | faulty | +200 % | delay_ns=" in table
+    assert f"| {faulty['run']} | faulty | +800 % | delay_ns=" in table
