@@ -33,6 +33,22 @@ def make_root(tmp_path, sites=("local",), references=True):
     return root
 
 
+def add_site(root, name, **partition):
+    """Site *name* in the sandbox *root*: a copy of `local` (settings and
+    ReFrame system renamed), its default partition updated with
+    *partition*; the folder's path."""
+    import yaml
+    d = root / "site_configs" / name
+    shutil.copytree(root / "site_configs" / "local", d)
+    doc = yaml.safe_load((d / "site.yaml").read_text())
+    doc["site"] = name
+    doc["partitions"]["default"].update(partition)
+    (d / "site.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    config = d / "reframe_config.py"
+    config.write_text(config.read_text().replace("'name': 'local'", f"'name': '{name}'"))
+    return d
+
+
 def without_spack(env, root):
     """*env* with this machine's Spack out of sight (its cache, $SPACK_ROOT,
     PATH): a test of something else must not build through Spack."""

@@ -1,11 +1,10 @@
 """Reference capture, verdicts from stored runs, history and compare, on runs
 built from the recorded 30-run noise series (real measurements)."""
 
-import shutil
 
 import pytest
 import yaml
-from sandbox import hpc_health, make_root
+from sandbox import add_site, hpc_health, make_root
 from store_fixtures import case, series, write_run
 
 from hpc_health import references, stats
@@ -132,10 +131,7 @@ def test_history_reports_a_step_that_stays_inside_the_bounds(tmp_path):
 
 def test_compare_puts_two_sites_side_by_side(tmp_path):
     root = make_root(tmp_path, references=False)
-    other = root / "site_configs" / "other"
-    shutil.copytree(root / "site_configs" / "local", other)
-    cfg = other / "site.yaml"
-    cfg.write_text(cfg.read_text().replace("site: local", "site: other"))
+    add_site(root, "other")
     store = root.parent / "store"
     write_run(store, "local", "20261101T000000Z",
               [case("StreamTriadScaling", "triad", 40000.0, "MB/s")], started="a")

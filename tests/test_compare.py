@@ -8,7 +8,7 @@ import shutil
 
 import numpy as np
 import pytest
-from sandbox import hpc_health, make_root
+from sandbox import add_site, hpc_health, make_root
 from store_fixtures import case, series, write_run
 
 from hpc_health import comparison, index, runsets, stats
@@ -144,10 +144,7 @@ def test_compare_json_lists_figures_on_one_side_only(tmp_path):
 
 def test_two_sites_mapped_and_normalised_with_their_stack_diff(tmp_path):
     root = make_root(tmp_path, references=False)
-    other = root / "site_configs" / "other"
-    shutil.copytree(root / "site_configs" / "local", other)
-    cfg = other / "site.yaml"
-    cfg.write_text(cfg.read_text().replace("site: local", "site: other"))
+    add_site(root, "other")
     caps = {"capabilities": {"local:default": {"memory_bandwidth_mbs": 20000.0}}}
     _write(root, 3, 10, meta={**caps, "stack": {"mpirun": "mpirun (Open MPI) 4.1.4"},
                                "spack": {"output/x": {"specs": {"osu-micro-benchmarks": {

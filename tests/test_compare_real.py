@@ -4,7 +4,7 @@ the two sites compared there.  (Before/after on one site, with an injected
 regression and a clean pair: tests/test_acceptance.py.)"""
 
 import pytest
-from sandbox import spack_hidden  # noqa: F401 - a fixture
+from sandbox import add_site, spack_hidden  # noqa: F401 - a fixture
 
 from bench.fault_injection import hpc_health_run
 from hpc_health import local_mpi
@@ -20,22 +20,13 @@ def test_runs_carried_to_another_store_compare_with_its_own_site(tmp_path):
     """Export real runs, import them into an empty store that holds another
     site's runs, and compare the two sites there, normalised."""
     import os
-    import shutil
     import subprocess
     import sys
 
-    import yaml
 
     here = hpc_health_run.Sandbox(tmp_path / "here", hpc_health_run.Plan())
     there = hpc_health_run.Sandbox(tmp_path / "there", hpc_health_run.Plan())
-    lab = there.root / "site_configs" / "lab"
-    shutil.copytree(there.root / "site_configs" / "local", lab)
-    doc = yaml.safe_load((lab / "site.yaml").read_text())
-    doc["site"] = "lab"
-    config = lab / "reframe_config.py"
-    config.write_text(config.read_text().replace("'name': 'local'", "'name': 'lab'"))
-    doc["partitions"]["default"]["capabilities"] = {"link_latency_us": 0.5}
-    (lab / "site.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    add_site(there.root, "lab", capabilities={"link_latency_us": 0.5})
     args = ["--", "-n", hpc_health_run.CHECK, "-S", "HaloExchange.sizes=8,4096"]
     for _ in range(2):
         assert here.hpc_health("run", "--site", "local", "--tag", "ours", *args).returncode == 0
