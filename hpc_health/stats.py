@@ -54,7 +54,7 @@ be read for what it is.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Iterable, Optional, Sequence
 
 import numpy as np
@@ -137,6 +137,9 @@ HUBER_MIN_SAMPLES = 4
 MIN_SPREAD = 1e-3
 
 _TINY = 1e-300
+#: Largest log distance turned back into a fraction (exp(700) is near the
+#: largest float).
+_MAX_LOG = 700.0
 
 
 # --- direction ----------------------------------------------------------------
@@ -358,6 +361,9 @@ class Reference:
     too_noisy: bool = False
     #: how the value summarised its samples (:data:`ESTIMATOR`); None: not recorded
     estimator: Optional[str] = None
+    #: the worsening a run of the capture's family of figures catches on
+    #: :data:`POWER` of nights (fraction); None: not computed
+    mdc: Optional[float] = None
     note: str = ""
 
     def __post_init__(self):
@@ -380,11 +386,17 @@ class Reference:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+class NoReference(ValueError):
+    """A figure that measures nothing a reference could hold (all zeros,
+    below its printed resolution); the message is the reason, said in the
+    proposal and in every run's table."""
+
+
 def propose_reference(samples_by_run: Sequence[Sequence[float]], unit: str,
                       direction: str, floor: float = BOUND_FLOOR,
                       cap: float = BOUND_CAP, *,
                       episode_floor: float = EPISODE_FLOOR,
-                      sigmas: float = BOUND_SIGMAS) -> Reference:
+                      sigmas: float = BOUND_SIGMAS, family: int = 1) -> Reference:
     """Reference from a baseline: one list of samples per run.
 
     value: :func:`location` of all samples (on the log scale).  Bounds: ``sigmas`` x the spread a single
@@ -392,17 +404,29 @@ def propose_reference(samples_by_run: Sequence[Sequence[float]], unit: str,
     around the reference, between-run episodes and the reference's own
     uncertainty included, clamped to [floor, cap]; the same magnitude on both
     sides (only the worse side fails), never below one step of the printed
-    resolution.  Give it many runs, ideally from
-    different nights: it can only know about episodes it has sampled.
+    resolution, and never narrower than the change the test can flag at all
+    (the critical change at Holm's strictest step over a run of ``family``
+    figures), so the bounds printed are the ones enforced.  ``mdc`` is the
+    change caught on :data:`POWER` of nights by such a run.  Give it many
+    runs, ideally from different nights: it can only know about episodes it
+    has sampled.  Raises :class:`NoReference` for samples that measure
+    nothing (all 0, or one printed step more than ``cap`` of the value).
     """
     _check_direction(direction)
     runs = [c for c in (clean(r)[0] for r in samples_by_run) if c.size]
     if not runs:
         raise ValueError("no finite baseline samples")
     allx = np.concatenate(runs)
+    if not np.any(allx != 0):
+        raise NoReference(f"below the timer's resolution: all {allx.size} samples are 0 {unit}")
     value = location(allx)
     if not value > 0:
-        raise ValueError(f"reference value must be positive, got {value}")
+        raise NoReference(f"below the timer's resolution: its samples are 0 {unit} or less "
+                          f"(location {value:.3g} {unit})")
+    step = quantisation_step(allx)
+    if step / value > cap:
+        raise NoReference(f"below the timer's resolution: one printed step ({step:.3g} {unit}) "
+                          f"is {step / value:.0%} of the value {value:.3g} {unit}")
     n, r = int(allx.size), len(runs)
     ref_log = math.log(value)
     sign = _worse_sign(direction)
@@ -421,15 +445,19 @@ def propose_reference(samples_by_run: Sequence[Sequence[float]], unit: str,
                     within_run_spread=within_run_spread(runs),
                     episode_floor=episode_floor)
     m = max(1, int(round(n / r)))
-    s, _ = _noise_model(ref, m)
+    s, df = _noise_model(ref, m)
     raw = sigmas * s
     # One step of the printed resolution (0.01 us of 0.16 us is 6 %) is not a
     # measurable change, whatever the floor says.
-    resolution = quantisation_step(allx) / value
+    resolution = step / value
     floor = max(floor, resolution)
     bound_log = min(max(raw, _to_log(floor, direction)), _to_log(cap, direction))
+    family_alpha = ALPHA / max(1, int(family))
+    bound_log = max(bound_log, _critical_log(s, df, family_alpha))
     b = _from_log(bound_log, direction)
     ref.lower, ref.upper = -b, b
+    sb, _ = _noise_model(ref, m, better=True)
+    ref.mdc = _mdc(s, sb, df, family_alpha, POWER, bound_log, direction)
     notes = []
     if raw > _to_log(cap, direction):
         ref.too_noisy = True
@@ -448,6 +476,32 @@ def propose_reference(samples_by_run: Sequence[Sequence[float]], unit: str,
     return ref
 
 
+def runs_for_mdc(ref: Reference, direction: str, target: float, family: int = 1,
+                 most: int = 200) -> Optional[int]:
+    """Baseline runs that would bring ``ref``'s MDC down to ``target`` if
+    the noise stayed what its runs showed (same samples per run), or None
+    when no number up to ``most`` does: then the noise itself, not the
+    number of runs, stands in the way."""
+    runs = max(1, int(ref.runs or 1))
+    per_run = max(1.0, float(ref.n or runs) / runs)
+    m = max(1, int(round(per_run)))
+    alpha = ALPHA / max(1, int(family))
+    floor_log = _to_log(BOUND_FLOOR, direction)
+    for r in range(runs, most + 1):
+        trial = replace(ref, runs=r, n=int(round(per_run * r)))
+        s, df = _noise_model(trial, m)
+        sb, _ = _noise_model(trial, m, better=True)
+        bound_log = max(floor_log, _critical_log(s, df, alpha))
+        if _mdc(s, sb, df, alpha, POWER, bound_log, direction) <= target:
+            return r
+    return None
+
+
+def _critical_log(s: float, df: float, alpha: float) -> float:
+    """The smallest log distance the one-sided test flags at ``alpha``."""
+    return float(_sp.stdtrit(df, 1.0 - alpha)) * s
+
+
 def _to_log(frac: float, direction: str) -> float:
     """Fraction worse -> log distance in the worse direction."""
     if direction == HIGHER:
@@ -457,6 +511,9 @@ def _to_log(frac: float, direction: str) -> float:
 
 def _from_log(x: float, direction: Optional[str]) -> float:
     """Log distance in the worse direction -> fraction worse."""
+    # Samples near 0 give log distances near 700: keep the fraction finite
+    # (and absurd) rather than overflowing.
+    x = min(x, _MAX_LOG)
     if direction == HIGHER:
         return -math.expm1(-x)
     return math.expm1(x)
