@@ -243,6 +243,41 @@ def test_the_node_snapshots_count_other_sessions_only():
     assert nodeload.note(quiet) == ""
 
 
+def test_load_of_processes_no_snapshot_saw_is_counted():
+    # The node spent 2.5 cores; our session 1 core; the processes seen in
+    # both snapshots nothing: 1.5 cores came from processes that came and went.
+    from hpc_health import nodeload
+    before = {"time": 0.0, "load": 0.5, "cpus": 2, "ours": [0, 7], "node_cpu_s": 100.0,
+              "procs": {"10": ["mpirun", 1.0, 7]}}
+    after = {"time": 10.0, "load": 2.1, "cpus": 2, "ours": [0, 7], "node_cpu_s": 125.0,
+             "procs": {"10": ["mpirun", 11.0, 7]}}
+    info = nodeload.busy(before, after)
+    assert info["other_cores"] == pytest.approx(1.5)
+    assert info["busiest"][0][1] == "short-lived processes"
+    assert "other processes used 1.5 cores" in nodeload.note(info)
+
+
+def test_a_loop_of_short_processes_makes_the_node_busy():
+    """A job made of short processes started one after another (a loop
+    running a benchmark again and again): none is alive at both snapshots,
+    yet the node is named busy, and the loop is named."""
+    from hpc_health import nodeload
+    burn = f"{sys.executable} -c 'import time; t = time.time()\nwhile time.time() - t < 0.1: pass'"
+    loop = subprocess.Popen(["sh", "-c", f"while :; do {burn}; done"], start_new_session=True)
+    try:
+        time.sleep(0.3)
+        before = nodeload.snapshot()
+        time.sleep(2.0)
+        after = nodeload.snapshot()
+    finally:
+        os.killpg(loop.pid, signal.SIGKILL)
+        loop.wait()
+    info = nodeload.busy(before, after)
+    assert info["other_cores"] > nodeload.BUSY_CORES, info
+    assert [loop.pid, "sh"] in [b[:2] for b in info["busiest"]], info
+    assert nodeload.note(info).startswith("node busy: ")
+
+
 # ---- malformed configuration: file, line and key named; nothing runs -----
 
 def _site_yaml(root):
