@@ -2,20 +2,39 @@
 
 A reference belongs to the hardware it was measured on.  Where a site has no
 reference for this hardware (a fresh checkout on a new machine, a node type
-the reference file does not know), runs are not judged against another
-machine's figures: they collect a baseline instead, and each says how far
-it is ("baseline 2/5").  After the site's ``baseline_runs`` runs, ``hpc-health
-reference capture --from <those runs>`` turns them into references, or
-``run --adopt-baseline`` does it at once.
+the reference file does not know), or none for a check (a check added since
+the references were captured), runs are not judged against another
+machine's figures: they collect a baseline instead, and each says how far it
+is ("baseline 2/5").
+
+The baseline is counted per check (test case on its partition and
+environment): a run of some checks is a baseline run for those checks, so a
+site that runs its suite in parts reaches references as surely as one that
+runs it whole.  Once every check a run measured has the site's
+``baseline_runs`` runs, the run prints ``hpc-health reference capture --from
+<those runs>``, or ``run --adopt-baseline`` writes the references at once.
 """
 
 from dataclasses import dataclass, field
 
-from hpc_health import capture, hardware, store
+from hpc_health import capture, hardware, paths, results, store
 
 #: Exit codes of runs whose figures can enter a baseline (healthy, or
 #: unhealthy for a failed check: its other figures are still measured).
 _COMPLETED = (0, 1)
+
+
+def case_of(m):
+    """The check a measurement belongs to: (test, partition, environ, parameters)."""
+    return (m.test, m.partition_fullname, m.environ, tuple(str(v) for v in m.params.values()))
+
+
+def _measured_cases(measurements):
+    """Checks that produced performance figures (a failed performance check
+    did measure; a failed build or sanity check did not)."""
+    return {case_of(m) for m in measurements
+            if m.variable is not None and m.value is not None
+            and (m.result == "pass" or m.fail_phase == "performance")}
 
 
 @dataclass
@@ -24,33 +43,46 @@ class Baseline:
     collecting: bool
     why: str = ""
     needed: int = 0
-    runs: list = field(default_factory=list)   # [(run_dir, meta)], oldest first
-    # True: this run counts and is not stored yet; False: it is stored;
-    # None: it does not count.
-    pending: object = True
+    #: check -> stored runs that measured it, oldest first: [(run_dir, meta)]
+    runs_of: dict = field(default_factory=dict)
+    #: checks this run measured that have no reference (known after the run)
+    cases: set = field(default_factory=set)
+    #: this run counts and is not stored yet (its checks get one more run)
+    pending: bool = False
 
-    def counts(self):
-        return self.pending is not None
+    def count(self, case):
+        return min(len(self.runs_of.get(case, ())) + (1 if self.pending else 0), self.needed)
 
-    @property
-    def count(self):
-        return min(len(self.runs) + (1 if self.pending is True else 0), self.needed)
+    def label_of(self, case):
+        return f"baseline {self.count(case)}/{self.needed}"
 
     @property
     def label(self):
-        label = f"baseline {self.count}/{self.needed}"
-        return label if self.counts() else f"{label} (this run selects checks: it does not count)"
+        """The least advanced of this run's checks, or where the site stands."""
+        if not self.cases:
+            # Before the run: as far as the checks run most often.
+            most = max((len(r) for r in self.runs_of.values()), default=0)
+            return f"baseline {min(most + 1, self.needed)}/{self.needed}"
+        return f"baseline {min(self.count(c) for c in self.cases)}/{self.needed}"
 
     @property
     def complete(self):
-        return self.collecting and self.pending is False and len(self.runs) >= self.needed
+        return bool(self.collecting and self.cases and not self.pending
+                    and all(self.count(c) >= self.needed for c in self.cases))
 
     def chosen(self):
-        return self.runs[-self.needed:]
+        """The runs the references would be captured from: the last
+        ``needed`` runs of each of this run's checks, oldest first."""
+        picked = {}
+        for case in self.cases:
+            for d, meta in self.runs_of.get(case, [])[-self.needed:]:
+                picked[d.name] = (d, meta)
+        return [picked[k] for k in sorted(picked, key=lambda k: (picked[k][1].get("started", ""),
+                                                                  k))]
 
     def capture_command(self):
         ids = ",".join(d.name for d, _ in self.chosen())
-        return f"hpc-health reference capture --site {self.site} --from {ids} --write"
+        return f"{paths.command()} reference capture --site {self.site} --from {ids} --write"
 
 
 def _why_not(refs, run_hw):
@@ -65,24 +97,52 @@ def _why_not(refs, run_hw):
 
 
 def counts(meta):
-    """Does a run enter a baseline?  Only whole sessions: a run of selected
-    checks would leave the others with fewer runs than the baseline says."""
-    return (meta.get("exit_code", 0) in _COMPLETED and not meta.get("per_node")
-            and not meta.get("select_tags") and not meta.get("reframe_args") and not meta.get("partition"))
+    """Does a run enter a baseline?  A completed run that is not a per-node
+    one (those measure each node alone, with other settings)."""
+    return meta.get("exit_code", 0) in _COMPLETED and not meta.get("per_node")
 
 
-def status(site, refs, run_hw, pending):
-    """Where this site's baseline stands for the hardware *run_hw*;
-    *pending*: the current run is not stored with its verdict yet."""
+def has_reference(refs, case):
+    """Does the reference file say anything of this check: a reference or
+    the reason it has none?"""
+    if refs is None:
+        return False
+    test, partition, environ, params = case
+    prefix = "/".join((partition, environ, *params)) + "/"
+    if any(k.startswith(prefix) for k in refs.provenance.get(test, {})):
+        return True
+    entry = refs.tests.get(test)
+    return entry is not None and partition in entry[1]
+
+
+def status(site, refs, run_hw, pending, measurements=None):
+    """Where this site's baseline stands for the hardware *run_hw*.
+
+    Before the run (*measurements* None) it says whether the site collects
+    at all; after it, which of the checks it measured have no reference and
+    how many runs each has.  *pending*: the current run counts and is not
+    stored yet."""
     why = _why_not(refs, run_hw)
+    cases = _measured_cases(measurements or [])
     if not why:
-        return Baseline(site.name, collecting=False)
-    runs = [(d, meta) for d, meta in store.list_runs(site.name)
-            if "exit_code" in meta and counts(meta) and (d / "report.json").exists()
-            and _same(meta.get("hardware"), run_hw)]
+        cases = {c for c in cases if not has_reference(refs, c)}
+        if not cases:
+            return Baseline(site.name, collecting=False)
+        why = f"no reference in {refs.path} for {len(cases)} check(s)"
+    runs_of = {}
+    for d, meta in store.list_runs(site.name):
+        if not ("exit_code" in meta and counts(meta) and (d / "report.json").exists()
+                and _same(meta.get("hardware"), run_hw)):
+            continue
+        try:
+            measured = _measured_cases(results.measurements(results.load_report(d / "report.json")))
+        except (OSError, ValueError):
+            continue
+        for case in measured:
+            runs_of.setdefault(case, []).append((d, meta))
     return Baseline(site.name, collecting=True, why=why,
-                    needed=int(site.settings.get("baseline_runs") or 5), runs=runs,
-                    pending=pending)
+                    needed=int(site.settings.get("baseline_runs") or 5), runs_of=runs_of,
+                    cases=cases, pending=bool(pending))
 
 
 def _same(stored, current):
@@ -91,12 +151,18 @@ def _same(stored, current):
 
 
 def adopt(site, base):
-    """Write the baseline's runs into the site's reference file; its path."""
+    """Write the references of this run's checks from their baseline runs;
+    (the file's path, the proposals)."""
     chosen = base.chosen()
     found = capture.collect([d for d, _ in chosen])
+    for key in [k for k in found if (k[0], k[2][0], k[2][1], tuple(str(v) for v in k[2][2:]))
+                not in base.cases]:
+        del found[key]
     proposals = capture.propose(found, [m.get("stack_hash") for _, m in chosen],
-                                [m.get("rounds") or 1 for _, m in chosen])
-    data = capture.merge(capture.load_raw(site.reference_file), proposals,
-                         capture.hardware_of([m for _, m in chosen]))
-    capture.write(site.reference_file, data)
-    return site.reference_file
+                                [m.get("rounds") or 1 for _, m in chosen],
+                                site.settings.get("reference_max_mdc") or capture.MAX_MDC)
+    if capture.summary(proposals)[0]:
+        data = capture.merge(capture.load_raw(site.reference_file), proposals,
+                             capture.hardware_of([m for _, m in chosen]))
+        capture.write(site.reference_file, data)
+    return site.reference_file, proposals

@@ -50,30 +50,52 @@ def collect(run_dirs, partition=None):
     return found
 
 
-def propose(found, stack_hashes=(), rounds=()):
+#: Default of the site setting ``reference_max_mdc``.
+MAX_MDC = 0.5
+
+
+def propose(found, stack_hashes=(), rounds=(), max_mdc=MAX_MDC):
     """Proposals per key; ``rounds``: the rounds of each chosen run, recorded
     because a run's spread depends on them (a reference captured with 4
-    rounds is too tight for a nightly run with 1)."""
+    rounds is too tight for a nightly run with 1).
+
+    A figure that measures nothing (below its timer's resolution) or whose
+    healthy runs alone vary beyond the cap gets no reference, with the
+    reason; one whose MDC is above ``max_mdc`` gets its reference marked
+    ``weak``, with the baseline runs that would bring it under.  The MDC is
+    that of a run judging all the figures found (Holm over that family).
+    """
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     proposals = OrderedDict()
+    family = max(1, len(found))
     for key, entry in found.items():
         test, names, values, var = key
+        prov = {"captured": now, "runs": sorted(set(entry["runs"])),
+                "samples": int(sum(len(s) for s in entry["samples_by_run"]))}
         try:
             ref = stats.propose_reference(entry["samples_by_run"], entry["unit"],
-                                          entry["better"])
+                                          entry["better"], family=family)
+        except stats.NoReference as err:
+            proposals[key] = {"no_reference": str(err), "provenance": prov}
+            continue
         except ValueError as err:
             proposals[key] = {"error": str(err)}
             continue
-        prov = {"captured": now, "runs": sorted(set(entry["runs"])),
-                "samples": int(sum(len(s) for s in entry["samples_by_run"]))}
+        if ref.too_noisy:
+            proposals[key] = {"no_reference": f"{ref.note.split(';')[0]}; more runs do not "
+                                              "narrow it (it is the runs' own spread): more "
+                                              "samples per run (rounds) or a quieter "
+                                              "partition would",
+                              "provenance": prov}
+            continue
         for name in ("spread", "between_run_spread", "between_run_spread_better",
-                     "within_run_spread", "episode_floor"):
+                     "within_run_spread", "episode_floor", "mdc"):
             value = getattr(ref, name)
             if value is not None:
                 prov[name] = _round(value)
         prov["estimator"] = ref.estimator
-        if ref.too_noisy:
-            prov["too_noisy"] = True
+        if ref.mdc is not None and ref.mdc > max_mdc:
+            prov["weak"] = weak_reason(ref, entry["better"], max_mdc, family)
         used = sorted(set(rounds))
         if used and used != [1]:
             prov["rounds"] = used[0] if len(used) == 1 else used
@@ -81,8 +103,20 @@ def propose(found, stack_hashes=(), rounds=()):
         if stacks:
             prov["stack"] = ",".join(stacks)
         proposals[key] = {"leaf": [_round(ref.value, 6), _round(ref.lower), _round(ref.upper),
-                                   entry["unit"]], "provenance": prov}
+                                   entry["unit"]], "provenance": prov,
+                          "constant": len({x for r in entry["samples_by_run"] for x in r}) == 1}
     return proposals
+
+
+def weak_reason(ref, direction, max_mdc, family):
+    """Why a reference is weak and what would make it strong enough."""
+    why = (f"catches only changes of {ref.mdc:.0%} or more, above the site's "
+           f"reference_max_mdc of {max_mdc:.0%}")
+    need = stats.runs_for_mdc(ref, direction, max_mdc, family)
+    if need is None:
+        return (f"{why}; more baseline runs alone would not bring it there (the episode "
+                f"floor or this figure's own noise): more samples per run (rounds) would")
+    return f"{why}; {need - ref.runs} more baseline runs ({need} in all) would bring it there"
 
 
 def hardware_of(metas, partition=None):
@@ -108,6 +142,13 @@ def merge(data, proposals, measured_on=None):
         data.setdefault(references.HARDWARE_KEY, {}).update(measured_on)
     prov_root = data.setdefault(references.PROVENANCE_KEY, {})
     for (test, names, values, var), prop in proposals.items():
+        path = "/".join(str(v) for v in values) + "/" + var
+        if "no_reference" in prop:
+            if _leaf(data.get(test), values, var) is None:
+                # Said in every run's table instead of "no reference".
+                prov_root.setdefault(test, {})[path] = {
+                    **prop["provenance"], "no_reference": prop["no_reference"]}
+            continue
         if "leaf" not in prop:
             continue
         section = data.setdefault(test, {})
@@ -121,8 +162,7 @@ def merge(data, proposals, measured_on=None):
         for v in values:
             node = node.setdefault(v, {})
         node[var] = prop["leaf"]
-        prov_root.setdefault(test, {})["/".join(str(v) for v in values) + "/" + var] = \
-            prop["provenance"]
+        prov_root.setdefault(test, {})[path] = prop["provenance"]
     if not prov_root:
         data.pop(references.PROVENANCE_KEY)
     # Tests first for people; what they were measured on and how, last.
@@ -133,12 +173,24 @@ def merge(data, proposals, measured_on=None):
     return data
 
 
+def _leaf(section, values, var):
+    node = section
+    for v in values:
+        if not isinstance(node, dict) or v not in node:
+            return None
+        node = node[v]
+    return node.get(var) if isinstance(node, dict) else None
+
+
 def diff_lines(old_refs, proposals):
     lines = []
     for (test, names, values, var), prop in proposals.items():
         path = f"{test} {'/'.join(str(v) for v in values)} {var}"
         if "error" in prop:
             lines.append(f"! {path}: {prop['error']}")
+            continue
+        if "no_reference" in prop:
+            lines.append(f"- {path}: no reference: {prop['no_reference']}")
             continue
         value, lower, upper, unit = prop["leaf"]
         new = f"{value:g} {unit} [{_pct(lower)}, {_pct(upper)}]"
@@ -147,9 +199,13 @@ def diff_lines(old_refs, proposals):
             attrs = dict(zip(names[2:], values[2:]))
             old = old_refs.lookup(test, values[0], values[1], attrs, var)
         extra = f"(runs {len(prop['provenance']['runs'])}, samples {prop['provenance']['samples']}"
-        if prop["provenance"].get("too_noisy"):
-            extra += ", too noisy: capped"
+        if "mdc" in prop["provenance"]:
+            extra += f", MDC {prop['provenance']['mdc']:.0%}"
+        if prop.get("constant"):
+            extra += ", the same value in every sample"
         extra += ")"
+        if "weak" in prop["provenance"]:
+            extra += f" WEAK: {prop['provenance']['weak']}"
         if old is None:
             lines.append(f"+ {path}: {new} {extra}")
         else:
@@ -162,6 +218,20 @@ def diff_lines(old_refs, proposals):
 
 def _pct(frac):
     return "none" if frac is None else f"{100 * frac:+.0f}%"
+
+
+def summary(proposals):
+    """(references proposed, weak among them, figures left out) of a proposal."""
+    made = [p for p in proposals.values() if "leaf" in p]
+    weak = sum("weak" in p["provenance"] for p in made)
+    left = sum("leaf" not in p for p in proposals.values())
+    return len(made), weak, left
+
+
+def summary_line(proposals):
+    made, weak, left = summary(proposals)
+    return (f"{made} references proposed ({weak} weak: see WEAK above), {left} figures "
+            f"left out (see '-' and '!' above)")
 
 
 def write(path, data):

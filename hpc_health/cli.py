@@ -202,9 +202,15 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, re
     if not found:
         raise ConfigError(store.runs_dir(s.name), "the chosen runs hold no performance figures")
     proposals = capture.propose(found, [m.get("stack_hash") for _, m in chosen],
-                                [m.get("rounds") or 1 for _, m in chosen])
+                                [m.get("rounds") or 1 for _, m in chosen],
+                                s.settings.get("reference_max_mdc") or capture.MAX_MDC)
     for line in capture.diff_lines(old, proposals):
         click.echo(line)
+    click.echo(capture.summary_line(proposals))
+    if not capture.summary(proposals)[0]:
+        click.echo("capture: no figure of these runs can be given a reference (reasons above); "
+                   "nothing written", err=True)
+        raise SystemExit(1)
     if write:
         data = capture.merge(capture.load_raw(s.reference_file), proposals,
                              capture.hardware_of([m for _, m in chosen], partition))
@@ -235,9 +241,17 @@ def reference_show(site):
             info = ", ".join(f"{k} {len(v) if isinstance(v, list) else v}"
                              for k, v in prov.items() if k in
                              ("captured", "runs", "samples", "spread", "between_run_spread", "stack",
-                              "estimator"))
+                              "estimator", "mdc"))
             click.echo(f"  {'/'.join(str(k) for k in path[:-1])}  {var} = {value:g} {unit} "
                        f"{bounds}  {info or 'no provenance'}")
+            if prov.get("weak"):
+                click.echo(f"      WEAK: {prov['weak']}")
+    left = [(test, key, prov["no_reference"]) for test, entries in refs.provenance.items()
+            for key, prov in entries.items() if prov.get("no_reference")]
+    if left:
+        click.echo(f"No reference ({len(left)}):")
+        for test, key, why in left:
+            click.echo(f"  {test} {key}: {why}")
 
 
 def _leaves(node, depth, path=()):

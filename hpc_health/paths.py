@@ -17,6 +17,23 @@ def repo_root():
     return Path.cwd()
 
 
+def command():
+    """How the user can type ``hpc-health`` here: the name when it is on
+    PATH (an activated or installed environment), else the path of the
+    script that is running (``ci/health.sh`` runs ``.venv/bin/hpc-health``,
+    which no shell finds by name)."""
+    import shutil
+    import sys
+    script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    on_path = shutil.which("hpc-health")
+    if on_path and (not script.endswith("hpc-health")
+                    or os.path.realpath(on_path) == os.path.realpath(script)):
+        return "hpc-health"
+    if script.endswith("hpc-health") and os.access(script, os.X_OK):
+        return script
+    return f"{sys.executable} -m hpc_health"
+
+
 def store_root():
     """Root of the results store (runs, reports, provenance)."""
     env = os.environ.get("HPC_HEALTH_STORE")

@@ -46,7 +46,8 @@ _PROVENANCE_FIELDS = {"captured": str, "runs": list, "samples": int, "spread": _
                       "between_run_spread": _NUM, "between_run_spread_better": _NUM,
                       "within_run_spread": _NUM, "episode_floor": _NUM, "too_noisy": bool,
                       "stack": str, "note": str, "floor": _NUM, "cap": _NUM,
-                      "estimator": str, "rounds": (int, list)}
+                      "estimator": str, "rounds": (int, list), "mdc": _NUM, "weak": str,
+                      "no_reference": str}
 
 
 @dataclass

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from hpc_health import (
     baseline,
+    capture,
     hardware,
     paths,
     processes,
@@ -188,8 +189,7 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
             "capabilities": site_capabilities(site, partition),
             "command": cmd, "started": _now()}
     store.write_json(run_dir / "run.json", meta)
-    whole = baseline.counts(meta)
-    base = baseline.status(site, refs, run_hw, pending=True if whole else None)
+    base = baseline.status(site, refs, run_hw, pending=True)
     for line in header(site, run_dir, run_hw, refs, base, rounds, partition):
         print(line, file=out)
     print(file=out, flush=True)
@@ -230,8 +230,11 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
               f"report; its last lines:\n{tail}", file=sys.stderr)
         return meta["exit_code"]
 
-    verdict_list = judge_report(results.load_report(report_path), refs, run_hw,
-                                baseline=base.label if base.collecting else "")
+    measurements = results.measurements(results.load_report(report_path))
+    counted = baseline.counts({"exit_code": 0, "per_node": per_node}) and not interrupted
+    base = baseline.status(site, refs, run_hw, pending=counted, measurements=measurements)
+    verdict_list = verdicts.judge_all(measurements, refs, run_hw,
+                                      baseline=_baseline_labels(base))
     if per_node:
         verdict_list = verdicts.node_outliers(verdict_list,
                                               site.settings.get("per_node_min_change"))
@@ -243,15 +246,41 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
     print("\n" + table.render(verdict_list), file=out)
     state = "INTERRUPTED" if interrupted else {0: "HEALTHY", 1: "UNHEALTHY"}.get(code, "ERROR")
     print(f"\nhpc-health: {state} ({table.summary(verdict_list)}); exit {code}", file=out)
+    adopted = False
     if base.collecting and not interrupted:
         # This run counts now that it is stored with its verdicts.
-        base = baseline.status(site, refs, run_hw, pending=False if whole else None)
+        base = baseline.status(site, refs, run_hw, pending=False, measurements=measurements)
         if base.complete and adopt_baseline:
-            written = baseline.adopt(site, base)
-            print(f"hpc-health: baseline of {len(base.chosen())} runs adopted: wrote {written}",
-                  file=out)
-    print(next_step(site, verdict_list, base, run_dir, adopt_baseline), file=out)
+            written, proposals = baseline.adopt(site, base)
+            adopted = True
+            for line in adoption_lines(base, written, proposals):
+                print(line, file=out)
+    print(next_step(site, verdict_list, base, run_dir, adopted), file=out)
     return code
+
+
+def _baseline_labels(base):
+    """What a figure without reference says of the baseline ("baseline 2/5")."""
+    if not base.collecting:
+        return ""
+    return lambda m: (base.label_of(baseline.case_of(m))
+                      if baseline.case_of(m) in base.cases else "")
+
+
+def adoption_lines(base, written, proposals):
+    made, weak, left = capture.summary(proposals)
+    lines = [f"hpc-health: baseline of {len(base.chosen())} runs adopted: {made} references "
+             f"written to {written}" if made else
+             f"hpc-health: baseline of {len(base.chosen())} runs: no figure could be given a "
+             f"reference; nothing written"]
+    if weak:
+        lines.append(f"  {weak} of them weak (they catch only large changes; each says how many "
+                     f"more runs would do): hpc-health reference show")
+    for (test, _, values, var), prop in proposals.items():
+        if "leaf" not in prop:
+            why = prop.get("no_reference") or prop.get("error")
+            lines.append(f"  left out: {test} {'/'.join(str(v) for v in values)} {var}: {why}")
+    return lines
 
 
 #: A run tag: what ``tag:NAME`` run sets and ReFrame's session extras carry.
@@ -383,14 +412,20 @@ def next_step(site, verdict_list, base, run_dir, adopted=False):
     if base.complete and adopted:
         return "Next: the next run is judged against the references just written."
     if base.complete:
-        return (f"Next: the baseline is complete ({len(base.runs)} runs on this hardware); "
-                f"make it the reference: {base.capture_command()}")
-    if base.collecting:
+        return (f"Next: the baseline is complete ({base.needed} runs of each check on this "
+                f"hardware); make it the reference: {base.capture_command()}")
+    if base.collecting and base.cases:
         return (f"Next: run again: {base.label} on this hardware; after "
-                f"{base.needed} runs, `hpc-health reference capture` turns them into references "
-                "(or run with --adopt-baseline)")
+                f"{base.needed} runs of each check the run prints the command that turns "
+                "them into references (or run with --adopt-baseline)")
     if counts.get(verdicts.SKIPPED):
         return "Next: the SKIPPED lines above say what is missing for those checks."
+    weak = sum(v.tag == "weak reference" for v in verdict_list)
+    if weak:
+        return (f"Next: nothing failed; {weak} figure(s) have weak references (WEAK REFERENCE "
+                f"above): keep running; `hpc-health reference show --site {site.name}` says how "
+                f"many baseline runs each needs, then capture again from them "
+                f"(hpc-health reference capture --site {site.name} --from last:N --write)")
     if counts.get(verdicts.IMPROVED):
         return ("Next: some figures IMPROVED beyond their bounds: if that change is expected, "
                 f"re-capture the references (hpc-health reference capture --site {site.name})")
@@ -417,6 +452,7 @@ class ProgressFilter:
 
 
 def judge_report(report, refs=None, run_hardware=None, baseline=""):
+    """Verdicts of a stored run report (``hpc-health report``)."""
     return verdicts.judge_all(results.measurements(report), refs, run_hardware,
                               baseline=baseline)
 

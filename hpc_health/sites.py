@@ -162,6 +162,11 @@ SITE_SCHEMA = {
         # after this many, `reference capture` is proposed (or done, with
         # `run --adopt-baseline`).
         "baseline_runs": {"type": "integer", "minimum": 1, "maximum": 200, "default": 5},
+        # A captured reference whose minimum detectable change is above this
+        # (a fraction) is marked weak in the file and in every run's table,
+        # with the number of baseline runs that would bring it under.
+        "reference_max_mdc": {"type": "number", "exclusiveMinimum": 0, "maximum": 10,
+                              "default": 0.5},
         # ReFrame's own results database (``reframe --list-stored-sessions``,
         # ``--performance-compare``); null: reframe-results.db in the store.
         "reframe_results_db": _PATH,

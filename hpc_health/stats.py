@@ -140,6 +140,8 @@ _TINY = 1e-300
 #: Largest log distance turned back into a fraction (exp(700) is near the
 #: largest float).
 _MAX_LOG = 700.0
+#: Largest fraction a proposed bound allows on the better side.
+_BETTER_MAX = 0.99
 
 
 # --- direction ----------------------------------------------------------------
@@ -455,7 +457,9 @@ def propose_reference(samples_by_run: Sequence[Sequence[float]], unit: str,
     family_alpha = ALPHA / max(1, int(family))
     bound_log = max(bound_log, _critical_log(s, df, family_alpha))
     b = _from_log(bound_log, direction)
-    ref.lower, ref.upper = -b, b
+    # A time cannot be more than 100 % better: past that, the better side of
+    # a wide bound says nothing (and would print a negative time).
+    ref.lower, ref.upper = -min(b, _BETTER_MAX), b
     sb, _ = _noise_model(ref, m, better=True)
     ref.mdc = _mdc(s, sb, df, family_alpha, POWER, bound_log, direction)
     notes = []

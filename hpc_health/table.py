@@ -40,7 +40,8 @@ def rows(verdicts):
         dev = "-" if v.deviation is None else f"{100 * v.deviation:+.1f}"
         mdc = "-" if v.mdc is None else f"{100 * v.mdc:.0f}"
         out.append((m.check, m.partition_fullname, m.environ, m.variable or "-",
-                    fmt(m.value) + unit, fmt(m.ref), _bounds(m), dev, mdc, v.verdict))
+                    fmt(m.value) + unit, fmt(m.ref), _bounds(m), dev, mdc,
+                    f"{v.verdict} ({v.tag})" if getattr(v, "tag", "") else v.verdict))
     return out
 
 
@@ -62,6 +63,10 @@ def render(verdicts, show_reasons=True):
     return "\n".join(lines)
 
 
+_WEAK = ("its reference catches only changes of its MDC or more (the MDC column), above "
+         "the site's reference_max_mdc; `hpc-health reference show` says how many more "
+         "baseline runs each needs, then capture again from them")
+
 # "OsuBuild skipped: <reason>": a dependent's reason is its build's.
 _INHERITED = re.compile(r"^\w+ (skipped|failed): ")
 
@@ -71,10 +76,17 @@ def notes(verdicts):
     skipped for want of Spack are one line, not twenty."""
     groups = {}
     for v in verdicts:
+        tag = getattr(v, "tag", "")
+        if tag == "weak reference":
+            groups.setdefault(("WEAK REFERENCE", _WEAK), []).append(
+                f"{v.measurement.check} {v.measurement.variable}")
         if v.verdict in ("PASS", "NO-REFERENCE"):
-            if not v.measurement.busy:
+            if v.verdict == "NO-REFERENCE" and tag:
+                reason = v.reason           # left out by the capture: say why
+            elif not v.measurement.busy:
                 continue
-            reason = v.measurement.busy     # said even where nothing failed
+            else:
+                reason = v.measurement.busy     # said even where nothing failed
         elif not v.reason:
             continue
         else:

@@ -41,6 +41,9 @@ class Verdict:
     mdc: Optional[float] = None         # minimum detectable worsening, fraction
     p_value: Optional[float] = None
     method: str = ""                    # "noise" | "bound-only"
+    #: shown beside the verdict in the table: "below the timer's resolution",
+    #: "weak reference"
+    tag: str = ""
 
 
 def stats_reference(m, provenance=None):
@@ -93,9 +96,26 @@ def _reference(m, refs, run_hardware):
                           f"this is {hardware.describe(here)}")
     r = refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable)
     if r is None:
-        return None, {}, "no reference for this figure"
+        return None, {}, _NONE
     m.ref, m.lower, m.upper = r.value, r.lower, r.upper
     return (r.value, r.xfail), r.provenance, None
+
+
+_NONE = "no reference for this figure"
+
+
+def _left_out(m, refs):
+    """The reference file's reason for leaving this figure out, or ''."""
+    if refs is None:
+        return ""
+    path = "/".join(str(v) for v in (m.partition_fullname, m.environ, *m.params.values(),
+                                      m.variable))
+    return (refs.provenance.get(m.test, {}).get(path) or {}).get("no_reference", "")
+
+
+def _short(reason):
+    """The reason's first clause, for the table's verdict column."""
+    return reason.split(":")[0].split(";")[0].strip()
 
 
 def judge_all(measurements, refs=None, run_hardware=None, alpha=stats.ALPHA, baseline=""):
@@ -106,8 +126,12 @@ def judge_all(measurements, refs=None, run_hardware=None, alpha=stats.ALPHA, bas
     ({partition: hardware}) what this run ran on, so that no figure is
     judged against a reference measured on other hardware.  A figure that
     cannot be judged gets its own FAIL; the others are still judged.
-    *baseline* ("baseline 2/5") is said of every figure without reference.
+    *baseline* ("baseline 2/5", or a function of the measurement giving
+    it) is said of every figure without reference.  A figure the reference
+    file names as left out (``no_reference``: below the timer's resolution,
+    too noisy) says why instead.
     """
+    label = baseline if callable(baseline) else (lambda m: baseline)
     out = [_early(m) for m in measurements]
     pending, items, provs, xfails = [], [], [], []
     for i, m in enumerate(measurements):
@@ -115,7 +139,11 @@ def judge_all(measurements, refs=None, run_hardware=None, alpha=stats.ALPHA, bas
             continue
         found, prov, why = _reference(m, refs, run_hardware)
         if found is None or found[0] is None:
-            reason = "; ".join(r for r in (why, baseline) if r)
+            left_out = _left_out(m, refs) if why == _NONE else ""
+            if left_out:
+                out[i] = Verdict(m, NO_REFERENCE, reason=left_out, tag=_short(left_out))
+                continue
+            reason = "; ".join(r for r in (why, label(m)) if r)
             out[i] = Verdict(m, NO_REFERENCE, reason=reason)
             continue
         pending.append(i)
@@ -130,8 +158,12 @@ def judge_all(measurements, refs=None, run_hardware=None, alpha=stats.ALPHA, bas
             verdict, reason = XFAIL, f"known issue ($xfail): {xfail}; {reason}"
         elif xfail:
             reason = f"expected to fail ($xfail: {xfail}) but did not: remove the $xfail; {reason}"
+        weak = prov.get("weak")
+        if weak:
+            reason = f"{reason}; weak reference: {weak}"
         out[i] = Verdict(m, verdict, deviation=res.deviation, reason=reason,
-                         mdc=res.mdc, p_value=res.p_value, method=res.method)
+                         mdc=res.mdc, p_value=res.p_value, method=res.method,
+                         tag="weak reference" if weak else "")
     for v in out:
         if v.measurement.busy and v.verdict != SKIPPED:
             # The likely cause beside the verdict: a busy node reads as a slow one.

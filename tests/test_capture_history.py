@@ -153,3 +153,63 @@ def test_capture_refuses_both_or_neither_source(tmp_path):
     assert res.returncode == 2 and "no stored run of site 'local'" in res.stderr
     res = hpc_health(root, "reference", "capture", "--site", "local", "--from", "a", "b")
     assert res.returncode == 2 and "stored runs are not re-run" in res.stderr
+
+
+def test_capture_leaves_out_what_measures_nothing_and_never_crashes(tmp_path):
+    """The IOR close times of this machine's real runs (0 s in nearly every
+    sample) used to end capture in a traceback and take every other figure
+    with them; now they are left out, named, and the rest is written."""
+    root = make_root(tmp_path, references=False)
+    store = root.parent / "store"
+    ids = []
+    for k in range(5):
+        tri = TRIAD[3 * k:3 * k + 3]
+        rid = f"2026112{k}T020000Z"
+        tcs = [case("StreamTriadScaling", "triad", sorted(tri)[1], "MB/s"),
+               case("IorBandwidth", "write_close_time", 0.0, "s", params={"mode": "posix_fpp"})]
+        write_run(store, "local", rid, tcs, started=rid,
+                  samples={0: {"triad": tri}, 1: {"write_close_time": [0, [0.0001, 0.004][k % 2], 0]}})
+        ids.append(rid)
+    res = hpc_health(root, "reference", "capture", "--site", "local", "--from", ",".join(ids),
+                     "--write")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert ("- IorBandwidth local:default/gnu-mpi/posix_fpp write_close_time: no reference: "
+            "below the timer's resolution") in res.stdout
+    assert "1 references proposed" in res.stdout and "1 figures left out" in res.stdout
+    doc = yaml.safe_load((root / "reference" / "local.yaml").read_text())
+    assert "IorBandwidth" not in doc
+    prov = doc["$provenance"]["IorBandwidth"]["local:default/gnu-mpi/posix_fpp/write_close_time"]
+    assert prov["no_reference"].startswith("below the timer's resolution")
+    # Every later table says why, in the verdict column.
+    report = hpc_health(root, "report", "--site", "local")
+    (row,) = [line for line in report.stdout.splitlines() if "write_close_time" in line]
+    assert row.endswith("NO-REFERENCE (below the timer's resolution)")
+    assert hpc_health(root, "reference", "show", "--site", "local").stdout.count(
+        "No reference (1):") == 1
+
+
+def test_capture_from_two_runs_promises_no_more_than_it_can_keep(tmp_path):
+    """Two stored runs gave STREAM +-17 % bounds while only a 100 % change
+    could fail: the bounds now are the test's, and the reference says it is
+    weak and how many runs would make it strong enough."""
+    root = make_root(tmp_path, references=False)
+    ids = _runs(root, TRIAD[:6], LAT[:6])
+    res = hpc_health(root, "reference", "capture", "--site", "local", "--from", ",".join(ids),
+                     "--write")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "2 references proposed (2 weak" in res.stdout
+    refs = _refs(root)
+    r = refs.lookup("StreamTriadScaling", "local:default", "gnu-mpi", {}, "triad")
+    assert r.lower < -0.5 and r.provenance["mdc"] > -r.lower
+    assert "more baseline runs" in r.provenance["weak"]
+
+
+def test_capture_with_nothing_to_propose_writes_nothing(tmp_path):
+    root = make_root(tmp_path, references=False)
+    store = root.parent / "store"
+    rid = "20261120T020000Z"
+    write_run(store, "local", rid, [case("IorBandwidth", "read_open_time", 0.0, "s")],
+              started=rid, samples={0: {"read_open_time": [0, 0, 0]}})
+    res = hpc_health(root, "reference", "capture", "--site", "local", "--from", rid, "--write")
+    assert res.returncode == 1 and "nothing written" in res.stderr
+    assert not (root / "reference" / "local.yaml").exists()
