@@ -29,6 +29,12 @@ def case_of(m):
     return (m.test, m.partition_fullname, m.environ, tuple(str(v) for v in m.params.values()))
 
 
+def _case_of_key(key):
+    """The check of a capture key (test, index names, index values, variable)."""
+    test, _, values, _ = key
+    return (test, values[0], values[1], tuple(str(v) for v in values[2:]))
+
+
 def _measured_cases(measurements):
     """Checks that produced performance figures (a failed performance check
     did measure; a failed build or sanity check did not)."""
@@ -112,6 +118,7 @@ def has_reference(refs, case):
     if any(k.startswith(prefix) for k in refs.provenance.get(test, {})):
         return True
     entry = refs.tests.get(test)
+    # Captured files index by partition first (capture.merge writes them so).
     return entry is not None and partition in entry[1]
 
 
@@ -155,8 +162,7 @@ def adopt(site, base):
     (the file's path, the proposals)."""
     chosen = base.chosen()
     found = capture.collect([d for d, _ in chosen])
-    for key in [k for k in found if (k[0], k[2][0], k[2][1], tuple(str(v) for v in k[2][2:]))
-                not in base.cases]:
+    for key in [k for k in found if _case_of_key(k) not in base.cases]:
         del found[key]
     proposals = capture.propose(found, [m.get("stack_hash") for _, m in chosen],
                                 [m.get("rounds") or 1 for _, m in chosen],

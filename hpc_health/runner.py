@@ -231,8 +231,8 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
         return meta["exit_code"]
 
     measurements = results.measurements(results.load_report(report_path))
-    counted = baseline.counts({"exit_code": 0, "per_node": per_node}) and not interrupted
-    base = baseline.status(site, refs, run_hw, pending=counted, measurements=measurements)
+    base = baseline.status(site, refs, run_hw, pending=baseline.counts(meta) and not interrupted,
+                           measurements=measurements)
     verdict_list = verdicts.judge_all(measurements, refs, run_hw,
                                       baseline=_baseline_labels(base))
     if per_node:
@@ -252,7 +252,7 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
         base = baseline.status(site, refs, run_hw, pending=False, measurements=measurements)
         if base.complete and adopt_baseline:
             written, proposals = baseline.adopt(site, base)
-            adopted = True
+            adopted = capture.summary(proposals)[0] > 0
             for line in adoption_lines(base, written, proposals):
                 print(line, file=out)
     print(next_step(site, verdict_list, base, run_dir, adopted), file=out)
