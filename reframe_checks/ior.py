@@ -44,7 +44,7 @@ from hpc_health.checklib.benchmarks import (
 from hpc_health.checklib.check import HealthCheck, num_nodes, ranks_per_node, settings
 from hpc_health.checklib.launches import RepeatedLaunches
 from hpc_health.checklib.shell import shell_path
-from hpc_health.figures import HIGHER, LOWER, Figure
+from hpc_health.judge.figures import HIGHER, LOWER, Figure
 from hpc_health.parsers import ParseError
 from hpc_health.parsers.ior import parse_ior
 from hpc_health.parsers.mdtest import parse_mdtest

@@ -22,7 +22,7 @@ from hpc_health.checklib import benchmarks as bm
 from hpc_health.checklib.check import HealthCheck
 from hpc_health.checklib.launches import job_output, sections
 from hpc_health.checklib.shell import shell_path
-from hpc_health.figures import HIGHER, THREAD_COUNTS, Figure
+from hpc_health.judge.figures import HIGHER, THREAD_COUNTS, Figure
 from hpc_health.parsers import ParseError
 from hpc_health.parsers.stream import KERNELS, parse_stream
 

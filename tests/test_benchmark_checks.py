@@ -13,16 +13,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpc_health import results, sites, verdicts
 from hpc_health.checklib import benchmarks as bm
 from hpc_health.checklib import darshan
 from hpc_health.checklib.benchmarks import Insane
 from hpc_health.errors import ConfigError
+from hpc_health.judge import results, verdicts
 from hpc_health.parsers.darshan import parse_darshan
 from hpc_health.parsers.ior import parse_ior
 from hpc_health.parsers.mdtest import parse_mdtest
 from hpc_health.parsers.osu import parse_osu
 from hpc_health.parsers.stream import parse_stream
+from hpc_health.site import sites
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
@@ -486,7 +487,8 @@ def _load_check(name):
 
 
 def _load_lib(name):
-    return importlib.import_module(f"hpc_health.checklib.{name}")
+    package = "jobside" if name == "spackenv" else "checklib"
+    return importlib.import_module(f"hpc_health.{package}.{name}")
 
 
 # ---- several runs in one job: marker lines split the output ----------------
@@ -523,7 +525,7 @@ def test_a_spack_failure_says_its_first_error_on_the_line_the_table_shows():
     assert first.startswith("spack install --fail-fast failed (exit 1): ==> Error: FetchError: "
                             "All fetchers failed for spack-stage-compiler-wrapper")
     # The verdict's reason is that first line.
-    from hpc_health.results import Measurement
+    from hpc_health.judge.results import Measurement
     m = Measurement(test="OsuBuild", check="OsuBuild", system="s", partition="p", environ="e",
                     variable=None, result="fail", fail_phase="sanity",
                     fail_reason=f"hpc-health: {excerpt}")

@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from hpc_health import paths, runner, sites
+from hpc_health import paths
 from hpc_health.checklib import benchmarks as bm
 from hpc_health.checklib.builds import spec_name
+from hpc_health.run import session
+from hpc_health.site import sites
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -49,8 +51,8 @@ def dry_run(request, tmp_path_factory):
     site = sites.load(name)
     out = tmp_path_factory.mktemp(f"dry-{name}")
     report = out / "report.json"
-    cmd = [runner.reframe_executable(), "-C", str(site.reframe_config), "--system", name]
-    for check in runner.check_files():
+    cmd = [session.reframe_executable(), "-C", str(site.reframe_config), "--system", name]
+    for check in session.check_files():
         cmd += ["-c", check]
     cmd += ["--dry-run", "--prefix", str(out), "--report-file", str(report)]
     # Site configs name Lmod modules; no module command is needed to write
@@ -91,7 +93,7 @@ def launch_line(text, marker):
 
 
 def ensure_args(build_script):
-    line = launch_line(build_script, "hpc_health.checklib.spackenv ensure")
+    line = launch_line(build_script, "hpc_health.jobside.spackenv ensure")
     assert line.endswith('|| echo "hpc-health: spackenv failed with exit $?"')
     args = shlex.split(line.split(" || ")[0])
     specs = [args[i + 1] for i, a in enumerate(args) if a == "--spec"]

@@ -4,8 +4,8 @@ reference captured from clean runs in a throw-away root and store."""
 
 import pytest
 
+from bench import local_mpi
 from bench.fault_injection import hpc_health_run
-from hpc_health import local_mpi
 
 pytestmark = pytest.mark.slow
 

@@ -227,7 +227,7 @@ def test_a_busy_node_is_named_beside_the_verdicts(tmp_path):
 
 
 def test_the_node_snapshots_count_other_sessions_only():
-    from hpc_health import nodeload
+    from hpc_health.jobside import nodeload
     before = {"time": 0.0, "load": 0.5, "cpus": 2, "ours": [0, 7],
               "procs": {"10": ["mpirun", 1.0, 7], "20": ["stress", 5.0, 20],
                         "30": ["kworker", 1.0, 0]}}

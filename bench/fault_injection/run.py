@@ -26,7 +26,7 @@ import platform
 import sys
 from pathlib import Path
 
-from hpc_health import stats
+from hpc_health.judge import stats
 
 from . import analysis, hpc_health_run, results_file, system, tools
 from .faults import FAULTS

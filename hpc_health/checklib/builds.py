@@ -11,10 +11,10 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
-from hpc_health.checklib import spackenv
 from hpc_health.checklib.check import RecordedSkip, settings
+from hpc_health.jobside import spackenv
 
-_SPACKENV_MODULE = 'hpc_health.checklib.spackenv'
+_SPACKENV_MODULE = 'hpc_health.jobside.spackenv'
 
 
 def spack_executable(test):

@@ -21,11 +21,13 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, variable, xfail
 
-from hpc_health import hardware, nodeload, references
 from hpc_health.checklib.shell import quote
-from hpc_health.figures import HIGHER, validate_all
-from hpc_health.results import SAMPLES_FILE
-from hpc_health.stats import location
+from hpc_health.jobside import nodeload
+from hpc_health.judge.figures import HIGHER, validate_all
+from hpc_health.judge.results import SAMPLES_FILE
+from hpc_health.judge.stats import location
+from hpc_health.site import hardware
+from hpc_health.store import references
 
 _BEFORE, _AFTER = 'node-before.json', 'node-after.json'
 
@@ -132,7 +134,7 @@ class HealthCheck(RecordedSkip, rfm.RunOnlyRegressionTest):
                 setattr(self, attr, setting(self, f'{section}.{key}'))
 
     #: What other processes did on the node while the benchmark ran
-    #: (:mod:`hpc_health.nodeload`); hpc-health names a busy node beside
+    #: (:mod:`hpc_health.jobside.nodeload`); hpc-health names a busy node beside
     #: the verdicts.
     node_load = variable(typ.Dict[str, object], value={})
 
@@ -140,7 +142,7 @@ class HealthCheck(RecordedSkip, rfm.RunOnlyRegressionTest):
     def finish_job_script(self):
         """Last touches once every hook has set the job up: the repeated
         launches, and a snapshot of the node around the benchmark."""
-        snap = f'{quote(sys.executable)} -m hpc_health.nodeload snapshot'
+        snap = f'{quote(sys.executable)} -m hpc_health.jobside.nodeload snapshot'
         self.prerun_cmds = [f'{snap} {_BEFORE} 2>/dev/null || true'] + list(self.prerun_cmds)
         # Right after the benchmark, keeping its exit code for what follows.
         self.postrun_cmds = [f'_hh_rc=$?; {snap} {_AFTER} 2>/dev/null; (exit $_hh_rc)'] + \

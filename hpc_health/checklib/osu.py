@@ -14,7 +14,7 @@ from hpc_health.checklib import benchmarks as bm
 from hpc_health.checklib.check import HealthCheck, num_nodes, setting
 from hpc_health.checklib.launches import RepeatedLaunches
 from hpc_health.checklib.shell import shell_path
-from hpc_health.figures import MESSAGE_SIZES, Figure
+from hpc_health.judge.figures import MESSAGE_SIZES, Figure
 from hpc_health.parsers import ParseError
 from hpc_health.parsers import osu as osu_parser
 

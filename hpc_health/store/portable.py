@@ -48,8 +48,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from hpc_health import __version__, paths, results, store
+from hpc_health import __version__, paths
 from hpc_health.errors import ConfigError
+from hpc_health.judge import results
+from hpc_health.store import rundirs
 
 FORMAT = "hpc-health-export"
 #: Bumped when a reader of this version would misread a newer file.
@@ -59,7 +61,7 @@ LOCK_FILE = ".import.lock"
 #: store (one file system, so the rename is atomic), outside runs/ (so no
 #: reader takes a half-written run for one).
 STAGING = ".import-tmp"
-RUN_FILES = ("run.json", "report.json", store.VERDICTS_FILE)
+RUN_FILES = ("run.json", "report.json", rundirs.VERDICTS_FILE)
 _PATH_KEYS = ("outputdir", "stagedir")
 # A site name or run id: one directory name, never '.', '..' or hidden.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+@-]*")
@@ -136,8 +138,8 @@ def run_files(run_dir, site, run_id):
     imported = meta.pop("imported", None)
     report = copy.deepcopy(report)
     files = {"run.json": meta, "report.json": report}
-    if (run_dir / store.VERDICTS_FILE).exists():
-        files[store.VERDICTS_FILE] = _read_json(run_dir / store.VERDICTS_FILE, "verdicts")
+    if (run_dir / rundirs.VERDICTS_FILE).exists():
+        files[rundirs.VERDICTS_FILE] = _read_json(run_dir / rundirs.VERDICTS_FILE, "verdicts")
     for tc in _testcases(report):
         for key in _PATH_KEYS:
             if key not in tc or tc[key] is None:
@@ -154,7 +156,7 @@ def run_files(run_dir, site, run_id):
 
 def _declared(site_name):
     """{'site:partition': declared capabilities} of a site known here."""
-    from hpc_health import sites
+    from hpc_health.site import sites
     try:
         s = sites.load(site_name)
     except ConfigError:
@@ -349,8 +351,8 @@ def _check_files(path, name, site, run_id, files):
         raise bad("run.json is missing or not a JSON object")
     if not isinstance(report, dict) or not isinstance(report.get("runs"), list):
         raise bad("report.json is missing or not a ReFrame run report")
-    if store.VERDICTS_FILE in files and not isinstance(files[store.VERDICTS_FILE], list):
-        raise bad(f"{store.VERDICTS_FILE} is not a list")
+    if rundirs.VERDICTS_FILE in files and not isinstance(files[rundirs.VERDICTS_FILE], list):
+        raise bad(f"{rundirs.VERDICTS_FILE} is not a list")
     for key, value in (("site", site), ("run_id", run_id)):
         if meta.get(key, value) != value:
             raise bad(f"run.json says {key} {meta[key]!r}")
@@ -453,7 +455,7 @@ def import_file(path, wait=300, say=print):
     with import_lock(root, wait, say):
         new, conflicts = [], []
         for e in exp.runs:
-            d = store.runs_dir(e.site) / e.run_id
+            d = rundirs.runs_dir(e.site) / e.run_id
             if not os.path.lexists(d):
                 new.append(e)
                 continue
@@ -478,7 +480,7 @@ def import_file(path, wait=300, say=print):
         if new:
             _place(exp, new, root, done)
     if done.added:
-        from hpc_health import index
+        from hpc_health.store import index
         try:
             with index.open_index() as idx:
                 for _, d in done.added:
@@ -490,7 +492,7 @@ def import_file(path, wait=300, say=print):
 
 
 def _measured_here(site):
-    base = store.runs_dir(site)
+    base = rundirs.runs_dir(site)
     if not base.is_dir():
         return False
     for d in base.iterdir():
@@ -512,13 +514,13 @@ def _place(exp, entries, root, done):
     staged, placed, made_sites = [], [], []
     try:
         for e in entries:
-            final = store.runs_dir(e.site) / e.run_id
+            final = rundirs.runs_dir(e.site) / e.run_id
             tmp = Path(tempfile.mkdtemp(prefix=f"{e.site}+{e.run_id}.", dir=staging))
             staged.append((e, tmp, final))
             for rel, content in _localised(e, exp, final).items():
                 target = tmp / rel
                 target.parent.mkdir(parents=True, exist_ok=True)
-                store.write_json(target, content)
+                rundirs.write_json(target, content)
         for e, tmp, final in staged:
             site_dir = final.parent
             if not site_dir.exists():

@@ -40,7 +40,7 @@ class _Group(click.Group):
 
 
 def _resolve_site(ctx, param, value):
-    from hpc_health import sites
+    from hpc_health.site import sites
     name, why = sites.choose(value)
     ctx.meta["site_chosen_because"] = why
     return name
@@ -86,8 +86,8 @@ def run(ctx, site, partition, run_tags, note, tags, list_only, per_node, rounds,
 
     Arguments after `--` go to ReFrame unchanged.
     """
-    from hpc_health import runner
-    sys.exit(runner.run(site, partition, tags, reframe_args, list_only, per_node,
+    from hpc_health.run import session
+    sys.exit(session.run(site, partition, tags, reframe_args, list_only, per_node,
                         rounds=rounds, adopt_baseline=adopt_baseline,
                         chosen_because=ctx.meta.get("site_chosen_because", "--site"),
                         run_tags=run_tags, note=note))
@@ -97,8 +97,8 @@ def run(ctx, site, partition, run_tags, note, tags, list_only, per_node, rounds,
 @site_option
 def validate(site):
     """Validate a site's configuration and reference file without running."""
-    from hpc_health import runner
-    s, refs = runner.validate(site)
+    from hpc_health.run import session
+    s, refs = session.validate(site)
     click.echo(f"{s.settings_file}: ok ({len(s.partitions)} partition(s))")
     if refs is not None:
         click.echo(f"{refs.path}: ok ({len(refs.tests)} test(s) with references)")
@@ -112,30 +112,34 @@ def validate(site):
 def report(site, run_set):
     """Print the health table of a stored run (default: the latest
     readable one), or of each run of a run set (tag:NAME, last:N, ...)."""
-    from hpc_health import index, results, runner, runsets, sites, store, table, verdicts
-    s, refs = runner.validate(site)
+    from hpc_health.cli import table
+    from hpc_health.judge import results, verdicts
+    from hpc_health.run import session
+    from hpc_health.site import sites
+    from hpc_health.store import index, rundirs, runsets
+    s, refs = session.validate(site)
     with index.open_index() as idx:
         listing = idx.listing(s.name)
         _say_note(listing)
         damaged = {rid: why for _, rid, why in listing.damaged}
         if run_set in damaged:
-            raise ConfigError(store.runs_dir(s.name) / run_set,
+            raise ConfigError(rundirs.runs_dir(s.name) / run_set,
                               f"damaged run: {damaged[run_set]}")
         if run_set:
             chosen = runsets.resolve(idx, run_set, s.name, sites.available())
             runs = chosen.runs
             if chosen.site != s.name:
                 other = sites.load(chosen.site) if chosen.site in sites.available() else None
-                refs = runner.validate(other.name)[1] if other else None
+                refs = session.validate(other.name)[1] if other else None
         else:
             runs = listing.runs[-1:]
     if not runs:
-        raise ConfigError(store.runs_dir(s.name), "no stored run with a readable report"
+        raise ConfigError(rundirs.runs_dir(s.name), "no stored run with a readable report"
                           + (f" ({listing.note()})" if listing.damaged else ""))
     code = 0
     for r in runs:
         rep = results.load_report(r.dir / "report.json")
-        vs = runner.judge_report(rep, refs, r.meta.get("hardware"))
+        vs = session.judge_report(rep, refs, r.meta.get("hardware"))
         if r.meta.get("per_node"):
             vs = verdicts.node_outliers(vs, s.settings.get("per_node_min_change"))
         tags = f", tags {','.join(r.tags)}" if r.tags else ""
@@ -175,8 +179,9 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, re
     """
     import io
 
-    from hpc_health import capture, runner, store
-    s, old = runner.validate(site, partition)
+    from hpc_health.run import session
+    from hpc_health.store import capture, rundirs
+    s, old = session.validate(site, partition)
     if bool(nruns) == bool(from_runs):
         raise click.UsageError("give either --runs N or --from RUN ...")
     if from_runs:
@@ -191,16 +196,16 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, re
         for i in range(nruns):
             click.echo(f"capture: run {i + 1}/{nruns} ...", err=True)
             log = io.StringIO()
-            code = runner.run(s.name, partition, tags, reframe_args, out=log, rounds=rounds)
-            run_dir, meta = store.list_runs(s.name)[-1]
+            code = session.run(s.name, partition, tags, reframe_args, out=log, rounds=rounds)
+            run_dir, meta = rundirs.list_runs(s.name)[-1]
             click.echo(f"capture: run {i + 1}/{nruns}: {run_dir.name} exit {code} "
                        f"({meta.get('verdicts', '')})", err=True)
-            if code >= runner.EXIT_INTERRUPTED:
+            if code >= session.EXIT_INTERRUPTED:
                 raise SystemExit(code)
             chosen.append((run_dir, meta))
     found = capture.collect([d for d, _ in chosen], partition)
     if not found:
-        raise ConfigError(store.runs_dir(s.name), "the chosen runs hold no performance figures")
+        raise ConfigError(rundirs.runs_dir(s.name), "the chosen runs hold no performance figures")
     proposals = capture.propose(found, [m.get("stack_hash") for _, m in chosen],
                                 [m.get("rounds") or 1 for _, m in chosen])
     for line in capture.diff_lines(old, proposals):
@@ -218,8 +223,8 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, re
 @site_option
 def reference_show(site):
     """Print a site's references with their provenance."""
-    from hpc_health import runner
-    s, refs = runner.validate(site)
+    from hpc_health.run import session
+    s, refs = session.validate(site)
     if refs is None:
         raise ConfigError(s.reference_file, "no reference file for this site")
     for test, (index, data) in refs.tests.items():
@@ -262,8 +267,9 @@ def history(site, check, var, scan_all, partition, run_set):
 
     Exit 1 when a sustained step to worse is found (the nightly drift check).
     """
-    from hpc_health import history as hist
-    from hpc_health import index, references, runsets, sites
+    from hpc_health.judge import history as hist
+    from hpc_health.site import sites
+    from hpc_health.store import index, references, runsets
     s = sites.load(site)
     # The stored reference is the healthy level and the noise a step is
     # measured against; without it the series is its own yardstick.
@@ -292,7 +298,7 @@ def history(site, check, var, scan_all, partition, run_set):
 
 
 def _history_of(chk, v, points, refs, scan_all):
-    from hpc_health import history as hist
+    from hpc_health.judge import history as hist
     worst = 0
     by_check = {}
     for p in points:
@@ -334,7 +340,7 @@ def runs_cmd(site, run_set, ids_only):
     """List stored runs (of a run set: last:N, tag:NAME, since:DATE, A..B,
     ...) with their tags, notes and verdicts; exit 2 when the set is
     unknown or empty."""
-    from hpc_health import index, runsets
+    from hpc_health.store import index, runsets
     with index.open_index() as idx:
         rs = runsets.resolve(idx, run_set, site)
         _say_note(idx.listing(rs.site))
@@ -383,7 +389,9 @@ def compare(site, set_a, set_b, maps, normalise, margin, as_json):
     set with the verdicts' noise model: REGRESSED, IMPROVED, SAME or
     INCONCLUSIVE (with why).  Exit 1 when any figure REGRESSED.
     """
-    from hpc_health import comparison, index, runsets, sites, stats
+    from hpc_health.judge import comparison, stats
+    from hpc_health.site import sites
+    from hpc_health.store import index, runsets
     with index.open_index() as idx:
         known = sites.available()
         sets = [runsets.resolve(idx, text, site, known) for text in (set_a, set_b)]
@@ -413,7 +421,8 @@ def export_cmd(site, run_sets, output):
     holds each run's report, samples, verdicts and provenance with a
     checksum, and the declared capabilities of the sites known here.
     """
-    from hpc_health import index, portable, runsets, sites
+    from hpc_health.site import sites
+    from hpc_health.store import index, portable, runsets
     with index.open_index() as idx:
         known = sites.available()
         runs = [r for text in run_sets for item in text.split(",") if item
@@ -443,7 +452,7 @@ def import_cmd(file, wait):
     other content (a stored run is never overwritten; such a conflict
     refuses the whole import).  Runs already here are skipped.
     """
-    from hpc_health import portable
+    from hpc_health.store import portable
     done = portable.import_file(file, wait=wait,
                                 say=lambda line: click.echo(f"hpc-health: {line}", err=True))
     for line in done.notes:
@@ -472,7 +481,7 @@ def spack():
 def spack_setup(kit, site):
     """Bootstrap Spack from a kit into ~/.cache/hpc-health ($HPC_HEALTH_CACHE)
     unless a Spack is found; nothing to do when it is already there."""
-    from hpc_health import sites, spack_kit
+    from hpc_health.site import sites, spack_kit
     s = sites.load(site)
     found, how, fix = spack_kit.status(s)
     source = spack_kit.kit_from(s, kit)
@@ -506,7 +515,7 @@ def spack_kit_cmd(dest, base_url):
     spack-packages, STREAM and OSU archives, a source mirror for IOR and
     Darshan (made with a Spack found or bootstrapped here), SHA256SUMS.
     Carry DEST to the air-gapped machine and give it as HPC_HEALTH_SPACK_KIT."""
-    from hpc_health import spack_kit
+    from hpc_health.site import spack_kit
     say = lambda line: click.echo(line, err=True)  # noqa: E731
     kit = spack_kit.make_kit(dest, base_url, say=say)
     rec = spack_kit.record() or spack_kit.setup(kit.path, say=say)

@@ -11,7 +11,8 @@ reference capture --from <those runs>`` turns them into references, or
 
 from dataclasses import dataclass, field
 
-from hpc_health import capture, hardware, store
+from hpc_health.site import hardware
+from hpc_health.store import capture, rundirs
 
 #: Exit codes of runs whose figures can enter a baseline (healthy, or
 #: unhealthy for a failed check: its other figures are still measured).
@@ -77,7 +78,7 @@ def status(site, refs, run_hw, pending):
     why = _why_not(refs, run_hw)
     if not why:
         return Baseline(site.name, collecting=False)
-    runs = [(d, meta) for d, meta in store.list_runs(site.name)
+    runs = [(d, meta) for d, meta in rundirs.list_runs(site.name)
             if "exit_code" in meta and counts(meta) and (d / "report.json").exists()
             and _same(meta.get("hardware"), run_hw)]
     return Baseline(site.name, collecting=True, why=why,

@@ -3,7 +3,8 @@ Nothing here re-runs a benchmark."""
 
 import dataclasses
 
-from hpc_health import changepoint, hardware, stats, verdicts
+from hpc_health.judge import changepoint, stats, verdicts
+from hpc_health.site import hardware
 
 
 def _matches(m, check, var, partition):

@@ -18,8 +18,9 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
-from hpc_health import stats, table
+from hpc_health.cli import table
 from hpc_health.errors import ConfigError
+from hpc_health.judge import stats
 
 REGRESSED, IMPROVED, SAME, INCONCLUSIVE = "REGRESSED", "IMPROVED", "SAME", "INCONCLUSIVE"
 

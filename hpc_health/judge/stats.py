@@ -60,7 +60,7 @@ from typing import Iterable, Optional, Sequence
 import numpy as np
 from scipy import special as _sp
 
-from hpc_health.figures import DIRECTIONS, HIGHER, LOWER  # noqa: F401 - re-exported
+from hpc_health.judge.figures import DIRECTIONS, HIGHER, LOWER  # noqa: F401 - re-exported
 
 Direction = str
 

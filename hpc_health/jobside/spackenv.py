@@ -28,7 +28,7 @@ import time
 
 import yaml
 
-from hpc_health.spack_kit import find_spack, record, spack_env  # noqa: F401 - re-exported
+from hpc_health.site.spack_kit import find_spack, record, spack_env  # noqa: F401 - re-exported
 
 STAMP = 'hpc-health-stamp.json'
 

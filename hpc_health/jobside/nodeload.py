@@ -3,7 +3,7 @@
 On a real site a busy compute node *is* a health problem (a job left
 behind, a daemon spinning), but a verdict must say so, or a busy node looks
 like a degraded machine.  Each check's job takes a snapshot of the node
-before and after the benchmark (``python -m hpc_health.nodeload snapshot
+before and after the benchmark (``python -m hpc_health.jobside.nodeload snapshot
 FILE``): the load average and the CPU time of every process.  Processes of
 the job's own session are ours; the CPU time the others used meanwhile, in
 cores, says how busy the node was.
@@ -99,7 +99,7 @@ def load_pair(before_path, after_path):
 
 def main(argv):
     if len(argv) != 3 or argv[1] != "snapshot":
-        print("usage: python -m hpc_health.nodeload snapshot FILE", file=sys.stderr)
+        print("usage: python -m hpc_health.jobside.nodeload snapshot FILE", file=sys.stderr)
         return 2
     tmp = argv[2] + ".tmp"
     with open(tmp, "w") as fp:

@@ -197,7 +197,7 @@ def write_verdicts(run_dir, verdict_list):
 def index_run(run_dir):
     """Add a stored run to the store's index; a failure to index loses
     nothing (the index is rebuilt from the run directories when read)."""
-    from hpc_health import index
+    from hpc_health.store import index
     try:
         with index.open_index() as idx:
             idx.add(Path(run_dir))

@@ -10,20 +10,12 @@ import sys
 import time
 from pathlib import Path
 
-from hpc_health import (
-    baseline,
-    hardware,
-    paths,
-    processes,
-    references,
-    results,
-    sites,
-    spack_kit,
-    store,
-    table,
-    verdicts,
-)
+from hpc_health import paths, processes
+from hpc_health.cli import table
 from hpc_health.errors import ConfigError
+from hpc_health.judge import results, verdicts
+from hpc_health.site import hardware, sites, spack_kit
+from hpc_health.store import baseline, references, rundirs
 
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 # Stopped by a signal: 128 + its number (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
@@ -171,7 +163,7 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
         return subprocess.call(cmd, env=reframe_environ())
 
     check_free_space(paths.store_root())
-    run_dir = store.new_run_dir(site.name)
+    run_dir = rundirs.new_run_dir(site.name)
     report_path = run_dir / "report.json"
     extras = {"hpc_health_site": site.name, "hpc_health_run": run_dir.name}
     if run_tags:
@@ -181,13 +173,13 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
     cmd = reframe_command(site, partition, tags, extra, prefix=run_dir,
                           report=report_path, per_node=per_node, rounds=rounds, extras=extras)
     run_hw = site_hardware(site, partition)
-    meta = {**store.base_provenance(site), "run_id": run_dir.name, "pid": os.getpid(),
+    meta = {**rundirs.base_provenance(site), "run_id": run_dir.name, "pid": os.getpid(),
             "partition": partition, "select_tags": list(tags), "tags": list(run_tags),
             "note": note, "per_node": per_node,
             "rounds": rounds, "hardware": run_hw, "reframe_args": list(extra),
             "capabilities": site_capabilities(site, partition),
             "command": cmd, "started": _now()}
-    store.write_json(run_dir / "run.json", meta)
+    rundirs.write_json(run_dir / "run.json", meta)
     whole = baseline.counts(meta)
     base = baseline.status(site, refs, run_hw, pending=True if whole else None)
     for line in header(site, run_dir, run_hw, refs, base, rounds, partition):
@@ -216,15 +208,15 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
     interrupted = stop.signum is not None
     exit_interrupted = 128 + (stop.signum or signal.SIGINT)
 
-    spack = store.collect_spack_records(run_dir)
-    stack, stack_hash = store.software_stack(spack)
+    spack = rundirs.collect_spack_records(run_dir)
+    stack, stack_hash = rundirs.software_stack(spack)
     meta.update(finished=_now(), reframe_exit_code=proc.returncode,
                 interrupted=interrupted, spack=spack, stack=stack, stack_hash=stack_hash)
     if interrupted:
         meta["stopped_by"] = signal.Signals(stop.signum).name
     if not report_path.exists():
         meta["exit_code"] = exit_interrupted if interrupted else EXIT_USAGE
-        store.write_json(run_dir / "run.json", meta)
+        rundirs.write_json(run_dir / "run.json", meta)
         tail = "".join(open(run_dir / "reframe.out").readlines()[-15:])
         print(f"\nhpc-health: ReFrame exited with {proc.returncode} and wrote no run "
               f"report; its last lines:\n{tail}", file=sys.stderr)
@@ -237,9 +229,9 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
                                               site.settings.get("per_node_min_change"))
     code = exit_interrupted if interrupted else verdicts.exit_code(verdict_list)
     meta.update(exit_code=code, verdicts=table.summary(verdict_list))
-    store.write_verdicts(run_dir, verdict_list)
-    store.write_json(run_dir / "run.json", meta)
-    store.index_run(run_dir)
+    rundirs.write_verdicts(run_dir, verdict_list)
+    rundirs.write_json(run_dir / "run.json", meta)
+    rundirs.index_run(run_dir)
     print("\n" + table.render(verdict_list), file=out)
     state = "INTERRUPTED" if interrupted else {0: "HEALTHY", 1: "UNHEALTHY"}.get(code, "ERROR")
     print(f"\nhpc-health: {state} ({table.summary(verdict_list)}); exit {code}", file=out)

@@ -22,7 +22,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from hpc_health import stats
+from hpc_health.judge import stats
 
 #: Iglewicz and Hoaglin's recommended cut for the modified z-score.
 Z_THRESHOLD = 3.5

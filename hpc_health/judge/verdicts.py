@@ -20,9 +20,10 @@ alarms are controlled over the run, not per variable.
 from dataclasses import dataclass
 from typing import Optional
 
-from hpc_health import hardware, stats
-from hpc_health.figures import DIRECTIONS
-from hpc_health.stats import DEGRADED, IMPROVED, NO_REFERENCE, PASS  # noqa: F401
+from hpc_health.judge import stats
+from hpc_health.judge.figures import DIRECTIONS
+from hpc_health.judge.stats import DEGRADED, IMPROVED, NO_REFERENCE, PASS  # noqa: F401
+from hpc_health.site import hardware
 
 FAIL, SKIPPED, OUTLIER, XFAIL = "FAIL", "SKIPPED", "OUTLIER", "XFAIL"
 FAILING = {DEGRADED, FAIL, OUTLIER}
@@ -159,7 +160,7 @@ def node_outliers(verdicts, min_change=None):
     """
     from collections import defaultdict
 
-    from hpc_health import pernode
+    from hpc_health.judge import pernode
     flagged = {id(m): (node, z, worse, peers) for m, node, z, worse, peers in
                pernode.outliers([v.measurement for v in verdicts],
                                 pernode.MIN_CHANGE if min_change is None else min_change)}

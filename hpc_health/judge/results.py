@@ -8,9 +8,9 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Optional
 
-from hpc_health import nodeload
 from hpc_health.errors import ConfigError
-from hpc_health.stats import location
+from hpc_health.jobside import nodeload
+from hpc_health.judge.stats import location
 
 _PARAM = re.compile(r"%([A-Za-z_]\w*)=(\S+)")
 # ReFrame's --distribute adds these to the display name of each copy.

@@ -14,8 +14,10 @@ from collections import OrderedDict
 
 import yaml
 
-from hpc_health import hardware, references, results, stats
 from hpc_health.errors import ConfigError
+from hpc_health.judge import results, stats
+from hpc_health.site import hardware
+from hpc_health.store import references
 
 
 def _round(x, digits=4):
@@ -194,7 +196,7 @@ def load_raw(path):
 def stored_runs(site, texts):
     """(run_dir, run.json) of the runs the run sets *texts* name, of *site*
     only (references are per site), each once, oldest first."""
-    from hpc_health import index, runsets
+    from hpc_health.store import index, runsets
     chosen = {}
     with index.open_index() as idx:
         for text in texts:

@@ -23,7 +23,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from hpc_health.stats import (
+from hpc_health.judge.stats import (
     ALPHA,
     BOUND_FLOOR,
     EPISODE_FLOOR,

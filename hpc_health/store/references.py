@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from hpc_health import hardware, yamlio
+from hpc_health.site import hardware, yamlio
 
 PROVENANCE_KEY = "$provenance"
 HARDWARE_KEY = "$hardware"

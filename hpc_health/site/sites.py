@@ -13,8 +13,9 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpc_health import hardware, paths, yamlio
+from hpc_health import paths
 from hpc_health.errors import ConfigError
+from hpc_health.site import hardware, yamlio
 
 _PATH = {"type": ["string", "null"]}
 _POSINT = {"type": ["integer", "null"], "minimum": 1}
@@ -384,7 +385,7 @@ def _bootstrap_defaults(spack):
     """Where the checks will use a Spack bootstrapped from a kit, what the
     site leaves unset comes from the kit: the builtin repository, the source
     mirror, the trees built from local sources."""
-    from hpc_health import spack_kit
+    from hpc_health.site import spack_kit
     rec = spack_kit.record()
     if not rec or spack_kit.find_spack(spack.get("spack_root")) != rec["spack"]:
         return

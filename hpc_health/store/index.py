@@ -16,15 +16,17 @@ import sys
 from contextlib import closing
 from dataclasses import dataclass, field
 
-from hpc_health import paths, results, store
+from hpc_health import paths
 from hpc_health.errors import ConfigError
+from hpc_health.judge import results
+from hpc_health.store import rundirs
 
 INDEX_FILE = "index.sqlite"
 #: Bumped whenever the tables or what is read into them change: an index
 #: of another version is rebuilt from the run directories.
 SCHEMA_VERSION = 2
 #: Files whose change means a run must be read again.
-_WATCHED = ("run.json", "report.json", store.VERDICTS_FILE)
+_WATCHED = ("run.json", "report.json", rundirs.VERDICTS_FILE)
 
 _SCHEMA = """
 CREATE TABLE runs (
@@ -58,7 +60,7 @@ class Run:
 
     @property
     def dir(self):
-        return store.runs_dir(self.site) / self.run_id
+        return rundirs.runs_dir(self.site) / self.run_id
 
 
 @dataclass
@@ -152,11 +154,11 @@ class Index:
             return
         self._fresh.add(site)
         on_disk = {}
-        base = store.runs_dir()
+        base = rundirs.runs_dir()
         sites = [site] if site else (sorted(p.name for p in base.iterdir() if p.is_dir())
                                      if base.is_dir() else [])
         for s in sites:
-            d = store.runs_dir(s)
+            d = rundirs.runs_dir(s)
             if d.is_dir():
                 for run_dir in d.iterdir():
                     if run_dir.is_dir() and not run_dir.name.startswith("."):
@@ -323,11 +325,11 @@ def _read_run(run_dir):
     except (OSError, ValueError) as err:
         return "damaged", f"run.json unreadable ({err})", None, None
     if "exit_code" not in meta:
-        if store.alive(meta):
+        if rundirs.alive(meta):
             return None, None, meta, None
         return "damaged", ("the run never finished (its process was killed, or the machine "
                            "stopped): no verdicts"), meta, None
-    if meta.get("exit_code") not in store.JUDGED_EXITS or \
+    if meta.get("exit_code") not in rundirs.JUDGED_EXITS or \
             not (run_dir / "report.json").exists():
         return "incomplete", "no run report (a configuration error or an early stop)", meta, None
     try:
@@ -339,7 +341,7 @@ def _read_run(run_dir):
 
 def _stored_verdicts(run_dir):
     try:
-        data = json.loads((run_dir / store.VERDICTS_FILE).read_text())
+        data = json.loads((run_dir / rundirs.VERDICTS_FILE).read_text())
     except (OSError, ValueError):
         return {}
     out = {}
