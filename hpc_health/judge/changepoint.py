@@ -23,19 +23,17 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from hpc_health.judge.stats import (
+from hpc_health.judge.stats import Reference, expected_spread, robust_spread
+from hpc_health.judge.stats.constants import (
     ALPHA,
     BOUND_FLOOR,
     EPISODE_FLOOR,
     HIGHER,
     LOWER,
     MIN_SPREAD,
-    Reference,
     _check_direction,
     _from_log,
     _to_log,
-    expected_spread,
-    robust_spread,
 )
 
 #: Pelt penalty per change point, in units of log(n) x (noise sigma)^2.  The
