@@ -20,7 +20,7 @@ import pytest
 from hpc_health import paths
 from hpc_health.checklib import benchmarks as bm
 from hpc_health.checklib.builds import spec_name
-from hpc_health.run import session
+from hpc_health.run import command
 from hpc_health.site import sites
 
 REPO = Path(__file__).resolve().parent.parent
@@ -51,8 +51,8 @@ def dry_run(request, tmp_path_factory):
     site = sites.load(name)
     out = tmp_path_factory.mktemp(f"dry-{name}")
     report = out / "report.json"
-    cmd = [session.reframe_executable(), "-C", str(site.reframe_config), "--system", name]
-    for check in session.check_files():
+    cmd = [command.reframe_executable(), "-C", str(site.reframe_config), "--system", name]
+    for check in command.check_files():
         cmd += ["-c", check]
     cmd += ["--dry-run", "--prefix", str(out), "--report-file", str(report)]
     # Site configs name Lmod modules; no module command is needed to write

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from sandbox import REPO, environ, hpc_health, make_root, store
 
-from hpc_health.run import session
+from hpc_health.run import command
 from hpc_health.site import sites
 
 SITES = sorted(p.name for p in (REPO / "site_configs").iterdir()
@@ -71,7 +71,7 @@ def test_every_reframe_config_stores_results_in_the_sites_db(name, tmp_path, mon
 
 def _reframe(root, *args):
     """ReFrame itself, as a user runs it, on the sandbox's local site."""
-    cmd = [session.reframe_executable(), "-C",
+    cmd = [command.reframe_executable(), "-C",
            str(root / "site_configs" / "local" / "reframe_config.py"), *args]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=environ(root),
                          cwd=root.parent)

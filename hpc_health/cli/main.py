@@ -97,8 +97,8 @@ def run(ctx, site, partition, run_tags, note, tags, list_only, per_node, rounds,
 @site_option
 def validate(site):
     """Validate a site's configuration and reference file without running."""
-    from hpc_health.run import session
-    s, refs = session.validate(site)
+    from hpc_health.run import preflight
+    s, refs = preflight.validate(site)
     click.echo(f"{s.settings_file}: ok ({len(s.partitions)} partition(s))")
     if refs is not None:
         click.echo(f"{refs.path}: ok ({len(refs.tests)} test(s) with references)")
@@ -114,10 +114,10 @@ def report(site, run_set):
     readable one), or of each run of a run set (tag:NAME, last:N, ...)."""
     from hpc_health.cli import table
     from hpc_health.judge import results, verdicts
-    from hpc_health.run import session
+    from hpc_health.run import preflight, session
     from hpc_health.site import sites
     from hpc_health.store import index, rundirs, runsets
-    s, refs = session.validate(site)
+    s, refs = preflight.validate(site)
     with index.open_index() as idx:
         listing = idx.listing(s.name)
         _say_note(listing)
@@ -130,7 +130,7 @@ def report(site, run_set):
             runs = chosen.runs
             if chosen.site != s.name:
                 other = sites.load(chosen.site) if chosen.site in sites.available() else None
-                refs = session.validate(other.name)[1] if other else None
+                refs = preflight.validate(other.name)[1] if other else None
         else:
             runs = listing.runs[-1:]
     if not runs:
@@ -179,9 +179,9 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, re
     """
     import io
 
-    from hpc_health.run import session
+    from hpc_health.run import preflight, session
     from hpc_health.store import capture, rundirs
-    s, old = session.validate(site, partition)
+    s, old = preflight.validate(site, partition)
     if bool(nruns) == bool(from_runs):
         raise click.UsageError("give either --runs N or --from RUN ...")
     if from_runs:
@@ -223,8 +223,8 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, re
 @site_option
 def reference_show(site):
     """Print a site's references with their provenance."""
-    from hpc_health.run import session
-    s, refs = session.validate(site)
+    from hpc_health.run import preflight
+    s, refs = preflight.validate(site)
     if refs is None:
         raise ConfigError(s.reference_file, "no reference file for this site")
     for test, (index, data) in refs.tests.items():

@@ -15,6 +15,7 @@ import sqlite3
 import sys
 from contextlib import closing
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hpc_health import paths
 from hpc_health.errors import ConfigError
@@ -354,3 +355,14 @@ def _stored_verdicts(run_dir):
 
 def open_index(say=_say):
     return closing(Index(say))
+
+
+def index_run(run_dir):
+    """Add a stored run to the store's index; a failure to index loses
+    nothing (the index is rebuilt from the run directories when read)."""
+    try:
+        with open_index() as idx:
+            idx.add(Path(run_dir))
+    except Exception as err:   # noqa: BLE001 - the run is stored; the index can wait
+        print(f"hpc-health: the run is stored, but the index was not updated ({err}); "
+              "it is brought up to date when next read", file=sys.stderr)
