@@ -1,6 +1,6 @@
 """``hpc-health compare``: two run sets side by side, before/after on one
 site or two sites, judged with the verdicts' noise model, with what differs
-between their software stacks.
+between their software stacks (printed by :mod:`hpc_health.cli.compare`).
 
 Per (check, figure, partition): the centre of each side, the change, its
 95 % interval and a word:
@@ -15,10 +15,9 @@ Per (check, figure, partition): the centre of each side, the change, its
 """
 
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Optional
 
-from hpc_health.cli import table
 from hpc_health.errors import ConfigError
 from hpc_health.judge import stats
 
@@ -250,77 +249,3 @@ def _spec_text(versions):
         return "-"
     return "; ".join(f"@{v} {var} /{(h or '')[:7]}" + (f" %{c}" if c else "")
                      for v, var, h, c in versions)
-
-
-# --- output -----------------------------------------------------------------------
-
-def render(res, normalise=False):
-    lines = [f"A = {res.a.label}", f"B = {res.b.label}"]
-    renamed = {a: b for a, b in res.partition_map.items() if a != b}
-    if renamed:
-        lines.append("partitions matched: " + ", ".join(f"A {a} = B {b}"
-                                                        for a, b in renamed.items()))
-    header = ["check", "partition", "variable", "A", "B", "change", "95 % interval",
-              "MDC", "runs", "result"]
-    if normalise:
-        header[5:5] = ["A/declared", "B/declared"]
-    body = []
-    for r in res.rows:
-        ival = "-" if r.low is None else f"[{100 * r.low:+.1f}, {100 * r.high:+.1f}] %"
-        cells = [r.check, r.partition_b if r.partition_a == r.partition_b
-                 else f"{r.partition_a}={r.partition_b}", r.variable,
-                 f"{table.fmt(r.centre_a)} {r.unit}", f"{table.fmt(r.centre_b)} {r.unit}",
-                 f"{100 * r.change:+.1f} %", ival,
-                 "-" if r.mdc is None else f"{100 * r.mdc:.0f} %",
-                 f"{r.runs_a}/{r.runs_b}", r.word]
-        if normalise:
-            cells[5:5] = [_pct(r.norm_a), _pct(r.norm_b)]
-        body.append(cells)
-    lines += table.columns(header, body)
-    for r in res.rows:
-        if r.word in (REGRESSED, IMPROVED):
-            lines.append(f"{r.word}: {r.check} {r.variable}: {100 * r.change:+.1f} %, {r.why}")
-    undecided = defaultdict(int)
-    for r in res.rows:
-        if r.word == INCONCLUSIVE:
-            undecided[r.why.split(":")[0] if r.p_value is None else "mdc"] += 1
-    for r in res.rows:
-        key = r.why.split(":")[0] if r.p_value is None else "mdc"
-        if r.word == INCONCLUSIVE and undecided.pop(key, 0):
-            lines.append(f"INCONCLUSIVE: {r.check} {r.variable}: {r.why}"
-                         + (" (and similar for other figures)" if key == "mdc" else ""))
-    for side, only in (("A", res.only_a), ("B", res.only_b)):
-        if only:
-            lines.append(f"only in {side} ({len(only)}): {', '.join(only[:8])}"
-                         + (" …" if len(only) > 8 else ""))
-    lines += res.notes
-    lines.append("")
-    if res.stack or res.specs:
-        lines.append("stack diff (A -> B):")
-        for what, a, b in res.stack:
-            lines.append(f"  {what}: {a} -> {b}")
-        for change, name, a, b in res.specs:
-            lines.append(f"  spack {change} {name}: {a} -> {b}")
-    else:
-        lines.append("stack diff: none (same Spack specs, compiler, MPI, kernel, versions "
-                     "and nodes)")
-    lines.append("")
-    lines.append(f"hpc-health compare: {res.counts()}; exit {res.exit_code}")
-    return "\n".join(lines)
-
-
-def _pct(frac):
-    return "-" if frac is None else f"{100 * frac:.0f} %"
-
-
-def to_json(res):
-    def side(s):
-        return {"text": s.text, "site": s.site, "partition": s.partition,
-                "runs": [r.run_id for r in s.runs]}
-    rows = [asdict(r) for r in res.rows]
-    return {"format": "hpc-health-compare/1", "a": side(res.a), "b": side(res.b),
-            "partition_map": res.partition_map, "rows": rows,
-            "only_a": res.only_a, "only_b": res.only_b,
-            "stack": [{"what": w, "a": a, "b": b} for w, a, b in res.stack],
-            "specs": [{"change": c, "name": n, "a": a, "b": b} for c, n, a, b in res.specs],
-            "notes": res.notes, "exit_code": res.exit_code}
