@@ -23,7 +23,8 @@ from hpc_health.parsers.ior import parse_ior
 from hpc_health.parsers.mdtest import parse_mdtest
 from hpc_health.parsers.osu import parse_osu
 from hpc_health.parsers.stream import parse_stream
-from hpc_health.site import sites
+from hpc_health.site import reframe_glue, sites
+from hpc_health.site import schema as schema_mod
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
@@ -152,14 +153,14 @@ def test_osu_device_buffers_and_pairs():
 
 
 def test_osu_sizes_come_from_the_schema_defaults_unless_the_site_sets_them():
-    schema = sites.SITE_SCHEMA["properties"]["partitions"]["additionalProperties"]
-    fill = lambda part: sites.with_defaults(schema, part)["osu"]["sizes"]  # noqa: E731
+    schema = schema_mod.SITE_SCHEMA["properties"]["partitions"]["additionalProperties"]
+    fill = lambda part: schema_mod.with_defaults(schema, part)["osu"]["sizes"]  # noqa: E731
     assert fill({})["latency"] == [8, 4096]
     assert fill({"osu": {"sizes": {"latency": [1, 4096]}}})["latency"] == [1, 4096]
     assert fill({"osu": {"sizes": {"bw": [1024]}}})["latency"] == [8, 4096]
     # null means the default, everywhere
     assert fill({"osu": {"sizes": {"latency": None}}})["latency"] == [8, 4096]
-    assert sites.with_defaults(schema, {"kernels": {"samples": None}})["kernels"]["samples"] == 5
+    assert schema_mod.with_defaults(schema, {"kernels": {"samples": None}})["kernels"]["samples"] == 5
 
 
 def test_osu_binary_layouts(tmp_path):
@@ -447,7 +448,7 @@ def no_spack(tmp_path, monkeypatch):
 def test_develop_setting_reaches_the_partition_extras(tmp_path, no_spack):
     site_dir = _site_copy(tmp_path)
     _edit(site_dir, lambda d: d["spack"].update(develop={"stream": "src/STREAM@5.10"}))
-    extras = sites.partition_extras(site_dir, "default")["hpc_health"]
+    extras = reframe_glue.partition_extras(site_dir, "default")["hpc_health"]
     assert extras["spack"]["develop"] == {"stream": "src/STREAM@5.10"}
     assert extras["stream"]["ntimes"] == 20
 
@@ -465,7 +466,7 @@ def test_a_bootstrapped_spack_brings_the_kit_defaults_and_the_site_wins(tmp_path
                                                     "osu-micro-benchmarks": "/kit/osu@7.4"}}))
     site_dir = _site_copy(tmp_path)
     _edit(site_dir, lambda d: d["spack"].update(develop={"stream": "src/STREAM@5.10"}))
-    spack_cfg = sites.partition_extras(site_dir, "default")["hpc_health"]["spack"]
+    spack_cfg = reframe_glue.partition_extras(site_dir, "default")["hpc_health"]["spack"]
     assert spack_cfg["builtin_repo"] == "/kit/builtin"
     assert spack_cfg["source_mirror"] == "/kit/mirror"
     assert spack_cfg["develop"] == {"stream": "src/STREAM@5.10",

@@ -21,7 +21,7 @@ from hpc_health import paths
 from hpc_health.checklib import benchmarks as bm
 from hpc_health.checklib.builds import spec_name
 from hpc_health.run import command
-from hpc_health.site import sites
+from hpc_health.site import reframe_glue, sites
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -134,7 +134,7 @@ def test_build_scripts_ensure_the_spack_environments(dry_run):
         cfg = settings(site, part)
         # What the checks see: the site's Spack settings, and where a Spack
         # bootstrapped from a kit is the one used, the kit's for those unset.
-        spack = sites.partition_extras(site.dir, part["name"])["hpc_health"]["spack"]
+        spack = reframe_glue.partition_extras(site.dir, part["name"])["hpc_health"]["spack"]
         develop = spack["develop"]
         # The site's settings with the schema's defaults filled in.
         stream_cfg, ior_cfg = cfg["stream"], cfg["ior"]

@@ -323,7 +323,7 @@ def _store(monkeypatch, path):
 def test_samples_in_stage_dirs_and_moved_stores_are_carried_those_outside_are_not(
         tmp_path, monkeypatch):
     from hpc_health.judge import results
-    from hpc_health.store import portable, rundirs
+    from hpc_health.store import importer, portable, rundirs
     src = _store(monkeypatch, tmp_path / "src")
     rid = "20261101T020000Z"
     tcs = [case("A", "triad", 1.0, "MB/s"), case("B", "triad", 2.0, "MB/s"),
@@ -348,7 +348,7 @@ def test_samples_in_stage_dirs_and_moved_stores_are_carried_those_outside_are_no
                              "stage/b/hpc-health-samples.json"]
 
     _store(monkeypatch, tmp_path / "dst")
-    done = portable.import_file(out, say=lambda line: None)
+    done = importer.import_file(out, say=lambda line: None)
     assert [e.name for e, _ in done.added] == [f"other:{rid}"]
     report = results.load_report(done.added[0][1] / "report.json")
     got = [results.case_samples(tc) for tc in report["runs"][0]["testcases"]]
@@ -361,7 +361,7 @@ def test_an_import_that_fails_half_way_leaves_the_store_as_it_was(
         shared_export, tmp_path, monkeypatch, where):
     import errno
 
-    from hpc_health.store import portable, rundirs
+    from hpc_health.store import importer, portable, rundirs
     _, out, _ = shared_export
     dst = _store(monkeypatch, tmp_path / "dst")
     _runs(dst, "local")
@@ -386,21 +386,21 @@ def test_an_import_that_fails_half_way_leaves_the_store_as_it_was(
             return real(a, b)
         monkeypatch.setattr(portable.os, "rename", rename)
     with pytest.raises(OSError):
-        portable.import_file(out, say=lambda line: None)
+        importer.import_file(out, say=lambda line: None)
     assert calls
     assert _listing(dst) == before
-    assert not (dst / "runs" / "other").exists() and not (dst / portable.STAGING).exists()
+    assert not (dst / "runs" / "other").exists() and not (dst / importer.STAGING).exists()
 
 
 def test_runs_of_a_site_measured_here_are_imported_with_a_note(tmp_path, monkeypatch):
-    from hpc_health.store import portable, rundirs
+    from hpc_health.store import importer, portable, rundirs
     src = _store(monkeypatch, tmp_path / "src")
     _runs(src, "local", n=1, first=20)
     out = tmp_path / "x.json"
     portable.export([("local", "20261120T020000Z",
                       rundirs.runs_dir("local") / "20261120T020000Z")], out)
     _runs(_store(monkeypatch, tmp_path / "dst"), "local", n=2)
-    done = portable.import_file(out, say=lambda line: None)
+    done = importer.import_file(out, say=lambda line: None)
     assert len(done.added) == 1
     assert done.notes == ["site local also has runs measured in this store: the imported ones "
                           "join its history and run sets"]

@@ -50,8 +50,8 @@ def import_cmd(file, wait):
     other content (a stored run is never overwritten; such a conflict
     refuses the whole import).  Runs already here are skipped.
     """
-    from hpc_health.store import portable
-    done = portable.import_file(file, wait=wait,
+    from hpc_health.store import importer
+    done = importer.import_file(file, wait=wait,
                                 say=lambda line: click.echo(f"hpc-health: {line}", err=True))
     for line in done.notes:
         click.echo(f"hpc-health: note: {line}", err=True)
