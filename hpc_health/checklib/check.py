@@ -73,6 +73,15 @@ def num_nodes(test):
     return int(settings(test).get('nodes') or 1)
 
 
+# The checks' sanity functions call plain functions on parsed outputs
+# (check_stream_run, check_osu_table, ...), which raise this; the check turns
+# it into ReFrame's SanityError.  Plain functions, so the tests can call them
+# on recorded outputs.
+
+class Insane(ValueError):
+    """A benchmark output that must not produce figures."""
+
+
 @functools.lru_cache(maxsize=8)
 def _reference_set(path, mtime):
     return references.load(path)
