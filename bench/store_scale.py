@@ -73,7 +73,7 @@ def latest_run(site=SITE):
 
 def _samples_of(tc):
     """(path, samples) of a testcase's samples file, as
-    hpc_health.results.case_samples looks for it."""
+    hpc_health.judge.results.case_samples looks for it."""
     for where in (tc.get("outputdir"), tc.get("stagedir")):
         if where:
             path = Path(where) / SAMPLES_FILE
@@ -472,7 +472,7 @@ def table(result):
         lines.append(f"| {r['case']}{failed} | {r['code']} | {r['index']} | {r['best_s']:.2f} "
                      f"| {r['median_s']:.2f} | {r['load']} | "
                      f"{'yes' if r['best_s'] <= BUDGET_S else 'no'} |")
-    lines += ["", "In one process (`cli.main` called twice): import of hpc_health.cli, first "
+    lines += ["", "In one process (`cli.main` called twice): import of hpc_health.cli.main, first "
               "call (with what it imports lazily), second call (the work alone):", "",
               "| command | import s | first call s | second call s |", "|---|---:|---:|---:|"]
     for name, r in result["in_process"].items():

@@ -57,7 +57,7 @@ def test_a_figure_declared_twice_is_refused():
 BAD_CHECK = '''
 import reframe as rfm
 from hpc_health.checklib.check import HealthCheck
-from hpc_health.figures import Figure
+from hpc_health.judge.figures import Figure
 
 
 @rfm.simple_test

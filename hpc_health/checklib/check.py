@@ -1,7 +1,7 @@
 """The base of every hpc-health check: declared figures, site settings and
 references bound to hardware.
 
-A check declares its figures (:class:`hpc_health.figures.Figure`) and says
+A check declares its figures (:class:`hpc_health.judge.figures.Figure`) and says
 how to get its samples (a method returning one parsed output per sample);
 this base turns the declarations into ReFrame's ``perf_variables``, writes
 the per-sample figures hpc-health judges, records which way is better for
@@ -47,7 +47,7 @@ class RecordedSkip(rfm.RegressionTestPlugin):
 
 def settings(test):
     """The site's validated settings of the test's partition (``site.yaml``
-    with every default filled in, see :mod:`hpc_health.sites`)."""
+    with every default filled in, see :mod:`hpc_health.site.schema`)."""
     return test.current_partition.extras.get('hpc_health', {})
 
 

@@ -16,7 +16,7 @@ def _matches(m, check, var, partition):
 
 
 def series(idx, runs, check, var, partition=None):
-    """The points of one figure over *runs* (:class:`hpc_health.index.Run`,
+    """The points of one figure over *runs* (:class:`hpc_health.store.index.Run`,
     oldest first), read from the store's index *idx*."""
     out = []
     for m in idx.figures(runs, variable=var, check=check):
@@ -55,7 +55,7 @@ def reference_for(refs, point):
 
 def drift(points, reference=None):
     """Step degradation over one check's series, or None.  *reference* (a
-    :class:`hpc_health.stats.Reference`, see :func:`reference_for`) sets the
+    :class:`hpc_health.judge.stats.Reference`, see :func:`reference_for`) sets the
     healthy level and, when it carries noise, the size a step must have."""
     if not points:
         return None

@@ -7,12 +7,12 @@ significantly so given the noise the reference was captured with),
 ``NO-REFERENCE`` (a figure nobody has said what to expect of; never a silent
 pass), ``SKIPPED`` (the check could not run here; the reason is given),
 ``OUTLIER`` (``--per-node``: this node is worse than its peers in the same
-run, see :mod:`hpc_health.pernode`), ``XFAIL`` (worse, as the reference's
+run, see :mod:`hpc_health.judge.pernode`), ``XFAIL`` (worse, as the reference's
 ``$xfail`` says is known).
 
 Only DEGRADED, FAIL and OUTLIER are failures: they make ``hpc-health run``
 exit 1.
-The statistics are in :mod:`hpc_health.stats`; this module maps a run's
+The statistics are in :mod:`hpc_health.judge.stats`; this module maps a run's
 measurements onto them, all variables of a run judged together so that false
 alarms are controlled over the run, not per variable.
 """

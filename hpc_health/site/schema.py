@@ -140,7 +140,7 @@ SITE_SCHEMA = {
         "reframe_config": {"type": "string"},
         "reframe_options": {"type": "array", "items": {"type": "string"}},
         # --per-node: smallest difference from the peers that names a node
-        # (default hpc_health.pernode.MIN_CHANGE).
+        # (default hpc_health.judge.pernode.MIN_CHANGE).
         "per_node_min_change": {"type": "number", "exclusiveMinimum": 0},
         # Run the session this many times (ReFrame --reruns) and judge each
         # figure on the samples of all its rounds (default 1): the samples

@@ -1,7 +1,7 @@
 """``hpc-health reference capture``: propose references from measured runs.
 
 value = location (Huber M-estimate) of all samples of all runs; bounds from
-the observed noise (:func:`hpc_health.stats.propose_reference`: between-run
+the observed noise (:func:`hpc_health.judge.stats.propose_reference`: between-run
 episodes included, clamped to a documented floor and cap).  The proposal is
 printed as a diff; the file is written only with ``--write``, atomically, and
 only after the new content has been validated by the same loader every run

@@ -252,7 +252,7 @@ class Index:
 
     def figures(self, runs, variable=None, check=None, partition=None):
         """The figures of *runs* (:class:`Run`), as
-        :class:`hpc_health.results.Measurement` with ``run`` set (the Run)
+        :class:`hpc_health.judge.results.Measurement` with ``run`` set (the Run)
         and ``verdict``/``verdict_reason`` as judged when stored."""
         by_key = {(r.site, r.run_id): r for r in runs}
         out = []

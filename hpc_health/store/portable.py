@@ -182,7 +182,7 @@ class Written:
 
 
 def export(runs, out):
-    """Write the stored *runs* (:class:`hpc_health.index.Run`, or (site,
+    """Write the stored *runs* (:class:`hpc_health.store.index.Run`, or (site,
     run_id, run_dir) triples) to *out*, atomically."""
     out = Path(out)
     entries, seen = [], set()
