@@ -10,7 +10,6 @@ import os
 import subprocess
 
 import pytest
-from sandbox import spack_hidden  # noqa: F401 - a fixture
 
 from bench import local_mpi
 from bench.fault_injection import hpc_health_run
