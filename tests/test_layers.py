@@ -184,6 +184,34 @@ def test_few_modules_outside_a_layer():
     assert len(top) <= MAX_TOP_LEVEL, top
 
 
+def _untyped_public(path):
+    """Public functions and methods (not nested ones) of *path* with a
+    parameter or the return not annotated."""
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+    scopes = [(tree, "")] + [(c, c.name + ".") for c in tree.body if isinstance(c, ast.ClassDef)]
+    for scope, prefix in scopes:
+        for f in scope.body:
+            if not isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) or f.name.startswith("_"):
+                continue
+            a = f.args
+            params = [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, (a.vararg, a.kwarg))]
+            if prefix:
+                params = [p for p in params if p.arg not in ("self", "cls")]
+            if f.returns is None or any(p.annotation is None for p in params):
+                found.append(f"{prefix}{f.name}")
+    return found
+
+
+def test_the_judge_and_the_store_type_every_public_function():
+    # mypy (ci/test.sh, configured in pyproject.toml) checks them.
+    untyped = {}
+    for name, path in _modules().items():
+        if _within(name, ("hpc_health.judge", "hpc_health.store")) and _untyped_public(path):
+            untyped[name] = _untyped_public(path)
+    assert not untyped
+
+
 # --- docs/development.md's map of the tree ------------------------------------------
 
 def _map_entries():

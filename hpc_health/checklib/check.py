@@ -189,7 +189,7 @@ class HealthCheck(RecordedSkip, rfm.RunOnlyRegressionTest):
                 if fig.source not in sources:
                     sources[fig.source] = getattr(self, fig.source)()
                 values = [read(s) for s in sources[fig.source]]
-            except Exception as err:   # noqa: BLE001 - one figure, not the run
+            except Exception as err:   # one figure, not the run
                 errors[name] = f'{type(err).__name__}: {err}'
                 continue
             if values and all(v is None for v in values):

@@ -105,7 +105,7 @@ def _pelt_l2(z: np.ndarray, pen: float, min_size: int) -> list[int]:
     n = len(z)
     s1 = np.concatenate(([0.0], np.cumsum(z))).tolist()
     s2 = np.concatenate(([0.0], np.cumsum(z * z))).tolist()
-    best = {0: (0, ())}         # end -> (penalised cost, segment ends) of z[:end]
+    best: dict[int, tuple[float, tuple[int, ...]]] = {0: (0, ())}   # end -> (cost, segment ends) of z[:end]
     admissible = []
     for end in [*range(min_size, n), n]:
         admissible.append(end - min_size)

@@ -14,12 +14,18 @@ Per (check, figure, partition): the centre of each side, the change, its
                   one of ``margin``: the reason and the MDC are given
 """
 
+from __future__ import annotations
+
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from hpc_health.errors import ConfigError
 from hpc_health.judge import stats
+
+if TYPE_CHECKING:
+    from hpc_health.store.index import Index, Run
+    from hpc_health.store.runsets import RunSet
 
 REGRESSED, IMPROVED, SAME, INCONCLUSIVE = "REGRESSED", "IMPROVED", "SAME", "INCONCLUSIVE"
 
@@ -65,18 +71,19 @@ class Result:
     notes: list = field(default_factory=list)
 
     @property
-    def exit_code(self):
+    def exit_code(self) -> int:
         return 1 if any(r.word == REGRESSED for r in self.rows) else 0
 
-    def counts(self):
-        found = defaultdict(int)
+    def counts(self) -> str:
+        found: dict[str, int] = defaultdict(int)
         for r in self.rows:
             found[r.word] += 1
         return ", ".join(f"{n} {w}" for w, n in sorted(found.items()))
 
 
-def compare(idx, set_a, set_b, mapping=None, margin=stats.COMPARE_MARGIN,
-            alpha=stats.COMPARE_ALPHA, min_change=stats.BOUND_FLOOR, normalise=False):
+def compare(idx: Index, set_a: RunSet, set_b: RunSet, mapping: dict[str, str] | None = None,
+            margin: float = stats.COMPARE_MARGIN, alpha: float = stats.COMPARE_ALPHA,
+            min_change: float = stats.BOUND_FLOOR, normalise: bool = False) -> Result:
     figs = [idx.figures(s.runs, partition=s.partition) for s in (set_a, set_b)]
     res = Result(set_a, set_b)
     res.partition_map = _partition_map(figs[0], figs[1], mapping or {})
@@ -206,7 +213,8 @@ def _environment(runs):
     return found
 
 
-def stack_diff(runs_a, runs_b, figs):
+def stack_diff(runs_a: Sequence[Run], runs_b: Sequence[Run],
+               figs: Sequence[Any]) -> tuple[list[tuple[str, Any, Any]], list[Any]]:
     """([(what, values in A, values in B)] for what differs, [(added |
     removed | changed, spec name, A, B)] of the Spack root specs)."""
     out = []

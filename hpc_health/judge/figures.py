@@ -10,9 +10,11 @@ grouping.  Nothing is guessed from a figure's name.
 This module is part of the core: it imports no ReFrame.
 """
 
+from __future__ import annotations
+
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from hpc_health.units import size_label
 
@@ -69,7 +71,7 @@ class Figure:
     group: str = ""
     capability: str = ""
 
-    def validate(self, owner="?", attrs=()):
+    def validate(self, owner: str = "?", attrs: Any = ()) -> None:
         """Raise DeclarationError naming *owner* and this figure when the
         declaration cannot work (checked when the check class is created)."""
         def bad(msg):
@@ -93,13 +95,13 @@ class Figure:
             if attrs and attr not in attrs:
                 bad(f"the check has no attribute {attr!r}")
 
-    def applies(self, obj):
+    def applies(self, obj: Any) -> bool:
         def match(attr, want):
             got = getattr(obj, attr)
             return got in want if isinstance(want, (tuple, list, set)) else got == want
         return all(match(a, w) for a, w in self.where.items())
 
-    def instances(self, obj):
+    def instances(self, obj: Any) -> list[tuple[str, Callable[..., Any]]]:
         """(performance variable, reader of one sample) for *obj*."""
         if not self.applies(obj):
             return []
@@ -109,7 +111,7 @@ class Figure:
         return [(self.name.format(self.axis.label(v)), _bind(self.read, v)) for v in values]
 
     @property
-    def group_name(self):
+    def group_name(self) -> str:
         return self.group or self.name.replace("_{}", "").replace("{}", "")
 
 
@@ -117,7 +119,7 @@ def _bind(read, value):
     return lambda sample: read(sample, value)
 
 
-def validate_all(owner, figures, attrs=()):
+def validate_all(owner: str, figures: Sequence[Figure], attrs: Any = ()) -> None:
     """Validate a check's declarations: each one, and no name twice."""
     seen = set()
     for fig in figures:

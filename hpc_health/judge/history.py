@@ -1,10 +1,17 @@
 """Reading the store across runs: the series of one figure, and drift in it.
 Nothing here re-runs a benchmark."""
 
+from __future__ import annotations
+
 import dataclasses
+from typing import TYPE_CHECKING, Any, Sequence
 
 from hpc_health.judge import changepoint, stats, verdicts
 from hpc_health.site import hardware
+
+if TYPE_CHECKING:
+    from hpc_health.store.index import Index, Run
+    from hpc_health.store.references import ReferenceSet
 
 
 def _matches(m, check, var, partition):
@@ -15,7 +22,8 @@ def _matches(m, check, var, partition):
     return check in (m.test, m.check) or m.check.startswith(check + " ")
 
 
-def series(idx, runs, check, var, partition=None):
+def series(idx: Index, runs: Sequence[Run], check: str, var: str,
+           partition: str | None = None) -> list[dict[str, Any]]:
     """The points of one figure over *runs* (:class:`hpc_health.store.index.Run`,
     oldest first), read from the store's index *idx*."""
     out = []
@@ -32,7 +40,7 @@ def series(idx, runs, check, var, partition=None):
     return out
 
 
-def reference_for(refs, point):
+def reference_for(refs: ReferenceSet | None, point: dict[str, Any]) -> stats.Reference | None:
     """The stored reference of a series point as drift detection uses it
     (value as the healthy level, its recorded noise as the yardstick), or
     None: no reference file or entry, a known issue (``$xfail``: the level is
@@ -53,7 +61,8 @@ def reference_for(refs, point):
         r.provenance)
 
 
-def drift(points, reference=None):
+def drift(points: Sequence[dict[str, Any]],
+          reference: stats.Reference | None = None) -> dict[str, Any] | None:
     """Step degradation over one check's series, or None.  *reference* (a
     :class:`hpc_health.judge.stats.Reference`, see :func:`reference_for`) sets the
     healthy level and, when it carries noise, the size a step must have."""

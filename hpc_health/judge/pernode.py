@@ -18,11 +18,17 @@ cannot be told apart; from three nodes on a fast node is not mistaken for
 slow peers.
 """
 
+from __future__ import annotations
+
 from collections import defaultdict
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from hpc_health.judge import stats
+
+if TYPE_CHECKING:
+    from hpc_health.judge.results import Measurement
 
 #: Iglewicz and Hoaglin's recommended cut for the modified z-score.
 Z_THRESHOLD = 3.5
@@ -35,13 +41,14 @@ MIN_CHANGE = 0.20
 MIN_SPREAD = 0.005
 
 
-def node_of(m):
+def node_of(m: Measurement) -> str | None:
     if m.node:
         return m.node
     return m.nodes[0] if len(m.nodes) == 1 else None
 
 
-def outliers(measurements, min_change=MIN_CHANGE):
+def outliers(measurements: Sequence[Measurement],
+             min_change: float = MIN_CHANGE) -> list[tuple[Any, ...]]:
     """[(measurement, node, z, worse_by, peers)] for every figure where one
     node stands out on the worse side."""
     groups = defaultdict(list)
@@ -52,7 +59,7 @@ def outliers(measurements, min_change=MIN_CHANGE):
         params = tuple(sorted((k, str(v)) for k, v in m.params.items()))
         groups[(m.test, params, m.partition_fullname, m.environ, m.variable)].append((node, m))
     found = []
-    for key, members in groups.items():
+    for members in groups.values():
         if len({n for n, _ in members}) < 2:
             continue
         direction = members[0][1].better

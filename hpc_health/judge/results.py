@@ -1,12 +1,15 @@
 """Reading ReFrame's JSON run report: the data contract between a run and
 everything hpc-health says about it (never the perflog strings)."""
 
+from __future__ import annotations
+
 import json
 import math
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional, Sequence
 
 from hpc_health.errors import ConfigError
 from hpc_health.jobside import nodeload
@@ -45,11 +48,11 @@ class Measurement:
     capability: str = ""          # declared capability it is a fraction of (Figure.capability)
 
     @property
-    def partition_fullname(self):
+    def partition_fullname(self) -> str:
         return f"{self.system}:{self.partition}"
 
 
-def load_report(path):
+def load_report(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         with open(path) as fp:
             return json.load(fp)
@@ -64,7 +67,7 @@ def _case_key(tc):
             tc.get("partition"), tc.get("environ"))
 
 
-def is_rounds_session(report):
+def is_rounds_session(report: dict[str, Any]) -> bool:
     """Was the session repeated whole (``--reruns``, the rounds of a
     per-node run) rather than retried (``--max-retries``)?  Both append runs
     to the report; only the cmdline tells them apart."""
@@ -72,16 +75,16 @@ def is_rounds_session(report):
     return any(a == "--reruns" or a.startswith("--reruns=") for a in args)
 
 
-def attempts(report):
+def attempts(report: dict[str, Any]) -> dict[Any, list[dict[str, Any]]]:
     """Every attempt of every case, in order: {key: [testcase, ...]}."""
-    found = {}
+    found: dict[Any, list[dict[str, Any]]] = {}
     for run in report.get("runs", []):
         for tc in run.get("testcases", []):
             found.setdefault(_case_key(tc), []).append(tc)
     return found
 
 
-def testcases(report):
+def testcases(report: dict[str, Any]) -> list[dict[str, Any]]:
     """One testcase per case.
 
     After retries, the last attempt (ReFrame keeps one run per retry).
@@ -100,7 +103,7 @@ def testcases(report):
 SAMPLES_FILE = "hpc-health-samples.json"
 
 
-def case_samples(tc):
+def case_samples(tc: dict[str, Any]) -> dict[str, list[float]]:
     """Samples a check kept for its performance variables (see
     hpc_health/checklib/check.py); {} when it kept none."""
     # A case whose figures fell outside ReFrame's bounds fails its
@@ -133,18 +136,18 @@ def _judgeable(tc):
     return tc.get("result") != "skip" and not _failed(tc)
 
 
-def merged_samples(rounds):
+def merged_samples(rounds: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
     """The samples of every round of a case, pooled per variable: each node's
     figure then rests on all its rounds, so a disturbance that hit one round
     is outvoted."""
-    pooled = {}
+    pooled: dict[str, list[float]] = {}
     for tc in rounds:
         for var, vals in case_samples(tc).items():
             pooled.setdefault(var, []).extend(vals)
     return pooled
 
 
-def inherited_reason(tc, cases):
+def inherited_reason(tc: dict[str, Any], cases: Any) -> str | None:
     """Why a case was skipped, or failed for its dependencies.
 
     ReFrame 4.10's run report keeps no reason for a skip, and none for a
@@ -170,7 +173,7 @@ def inherited_reason(tc, cases):
     return None
 
 
-def measurements(report):
+def measurements(report: dict[str, Any]) -> list[Measurement]:
     out = []
     cases = {(tc.get("unique_name"), f"{tc.get('system')}:{tc.get('partition')}",
               tc.get("environ")): tc for tc in testcases(report)}
@@ -179,7 +182,7 @@ def measurements(report):
         if tc.get("fixture") and tc.get("result") == "pass":
             continue
         name = tc.get("display_name") or tc.get("name", "?")
-        pinned = dict(m.groups() for m in _DISTRIBUTED.finditer(name))
+        pinned = {m.group(1): m.group(2) for m in _DISTRIBUTED.finditer(name)}
         name = _DISTRIBUTED.sub("", name)
         params = {m.group(1): tc.get(m.group(1), _coerce(m.group(2)))
                   for m in _PARAM.finditer(name)}

@@ -17,13 +17,19 @@ measurements onto them, all variables of a run judged together so that false
 alarms are controlled over the run, not per variable.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence
 
 from hpc_health.judge import stats
 from hpc_health.judge.figures import DIRECTIONS
 from hpc_health.judge.stats import DEGRADED, IMPROVED, NO_REFERENCE, PASS  # noqa: F401
 from hpc_health.site import hardware
+
+if TYPE_CHECKING:
+    from hpc_health.judge.results import Measurement
+    from hpc_health.store.references import ReferenceSet
 
 FAIL, SKIPPED, OUTLIER, XFAIL = "FAIL", "SKIPPED", "OUTLIER", "XFAIL"
 FAILING = {DEGRADED, FAIL, OUTLIER}
@@ -35,7 +41,7 @@ _NOISE_FIELDS = ("spread", "between_run_spread", "between_run_spread_better",
 
 @dataclass
 class Verdict:
-    measurement: object
+    measurement: Measurement
     verdict: str
     deviation: Optional[float] = None   # (value - ref) / |ref|
     reason: str = ""
@@ -44,7 +50,7 @@ class Verdict:
     method: str = ""                    # "noise" | "bound-only"
 
 
-def stats_reference(m, provenance=None):
+def stats_reference(m: Measurement, provenance: dict[str, Any] | None = None) -> stats.Reference:
     """The measurement's reference plus the noise our reference file
     recorded beside it."""
     prov = provenance or {}
@@ -52,6 +58,7 @@ def stats_reference(m, provenance=None):
     runs = prov.get("runs")
     if isinstance(runs, list):
         runs = len(runs)
+    assert m.ref is not None, "only a measurement with a reference has one to convert"
     return stats.Reference(value=m.ref, lower=m.lower, upper=m.upper, unit=m.unit,
                            n=prov.get("samples"), runs=runs, **noise)
 
@@ -99,7 +106,9 @@ def _reference(m, refs, run_hardware):
     return (r.value, r.xfail), r.provenance, None
 
 
-def judge_all(measurements, refs=None, run_hardware=None, alpha=stats.ALPHA, baseline=""):
+def judge_all(measurements: Sequence[Measurement], refs: ReferenceSet | None = None,
+              run_hardware: dict[str, Any] | None = None, alpha: float = stats.ALPHA,
+              baseline: str = "") -> list[Verdict]:
     """Verdicts for all measurements of one run.
 
     *refs* (a :class:`hpc_health.references.ReferenceSet`) supplies both
@@ -150,7 +159,7 @@ def _rounds_note(m, prov):
             f"run with --rounds {want} (or the site's rounds setting)")
 
 
-def node_outliers(verdicts, min_change=None):
+def node_outliers(verdicts: list[Verdict], min_change: float | None = None) -> list[Verdict]:
     """Per-node runs: name the nodes that stand out from their peers.
 
     A node is named for a check when it is worse than its peers on at least
@@ -183,7 +192,7 @@ def node_outliers(verdicts, min_change=None):
     return verdicts
 
 
-def exit_code(verdicts):
+def exit_code(verdicts: Iterable[Verdict]) -> int:
     return 1 if any(v.verdict in FAILING for v in verdicts) else 0
 
 

@@ -9,10 +9,18 @@ reference capture --from <those runs>`` turns them into references, or
 ``run --adopt-baseline`` does it at once.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from hpc_health.site import hardware
 from hpc_health.store import capture, rundirs
+
+if TYPE_CHECKING:
+    from hpc_health.site.sites import Site
+    from hpc_health.store.references import ReferenceSet
 
 #: Exit codes of runs whose figures can enter a baseline (healthy, or
 #: unhealthy for a failed check: its other figures are still measured).
@@ -30,26 +38,26 @@ class Baseline:
     # None: it does not count.
     pending: object = True
 
-    def counts(self):
+    def counts(self) -> bool:
         return self.pending is not None
 
     @property
-    def count(self):
+    def count(self) -> int:
         return min(len(self.runs) + (1 if self.pending is True else 0), self.needed)
 
     @property
-    def label(self):
+    def label(self) -> str:
         label = f"baseline {self.count}/{self.needed}"
         return label if self.counts() else f"{label} (this run selects checks: it does not count)"
 
     @property
-    def complete(self):
+    def complete(self) -> bool:
         return self.collecting and self.pending is False and len(self.runs) >= self.needed
 
-    def chosen(self):
+    def chosen(self) -> list[tuple[Path, dict[str, Any]]]:
         return self.runs[-self.needed:]
 
-    def capture_command(self):
+    def capture_command(self) -> str:
         ids = ",".join(d.name for d, _ in self.chosen())
         return f"hpc-health reference capture --site {self.site} --from {ids} --write"
 
@@ -65,14 +73,15 @@ def _why_not(refs, run_hw):
     return ""
 
 
-def counts(meta):
+def counts(meta: dict[str, Any]) -> bool:
     """Does a run enter a baseline?  Only whole sessions: a run of selected
     checks would leave the others with fewer runs than the baseline says."""
     return (meta.get("exit_code", 0) in _COMPLETED and not meta.get("per_node")
             and not meta.get("select_tags") and not meta.get("reframe_args") and not meta.get("partition"))
 
 
-def status(site, refs, run_hw, pending):
+def status(site: Site, refs: ReferenceSet | None, run_hw: dict[str, Any],
+           pending: bool | None) -> Baseline:
     """Where this site's baseline stands for the hardware *run_hw*;
     *pending*: the current run is not stored with its verdict yet."""
     why = _why_not(refs, run_hw)
@@ -91,7 +100,7 @@ def _same(stored, current):
     return bool(current) and all(hardware.same(stored.get(p), hw) for p, hw in current.items())
 
 
-def adopt(site, base):
+def adopt(site: Site, base: Baseline) -> Path:
     """Write the baseline's runs into the site's reference file; its path."""
     chosen = base.chosen()
     found = capture.collect([d for d, _ in chosen])

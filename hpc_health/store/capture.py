@@ -8,9 +8,13 @@ only after the new content has been validated by the same loader every run
 uses.
 """
 
+from __future__ import annotations
+
 import os
 import time
 from collections import OrderedDict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
 
 import yaml
 
@@ -19,6 +23,9 @@ from hpc_health.judge import results, stats
 from hpc_health.site import hardware
 from hpc_health.store import references
 
+if TYPE_CHECKING:
+    from hpc_health.store.references import ReferenceSet
+
 
 def _round(x, digits=4):
     if x is None:
@@ -26,13 +33,13 @@ def _round(x, digits=4):
     return float(f"{x:.{digits}g}")
 
 
-def collect(run_dirs, partition=None):
+def collect(run_dirs: Sequence[Path], partition: str | None = None) -> dict[Any, Any]:
     """Samples per reference key over the given stored runs.
 
     Key: (test, index names, index values, variable); the index is
     ``[$partition, $environ, <parameters in display order>]``.
     """
-    found = OrderedDict()
+    found: dict[Any, Any] = OrderedDict()
     for run_dir in run_dirs:
         report = results.load_report(run_dir / "report.json")
         for m in results.measurements(report):
@@ -52,12 +59,13 @@ def collect(run_dirs, partition=None):
     return found
 
 
-def propose(found, stack_hashes=(), rounds=()):
+def propose(found: dict[Any, Any], stack_hashes: Sequence[str | None] = (),
+            rounds: Sequence[int] = ()) -> dict[Any, Any]:
     """Proposals per key; ``rounds``: the rounds of each chosen run, recorded
     because a run's spread depends on them (a reference captured with 4
     rounds is too tight for a nightly run with 1)."""
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    proposals = OrderedDict()
+    proposals: dict[Any, dict[str, Any]] = OrderedDict()
     for key, entry in found.items():
         test, names, values, var = key
         try:
@@ -87,10 +95,11 @@ def propose(found, stack_hashes=(), rounds=()):
     return proposals
 
 
-def hardware_of(metas, partition=None):
+def hardware_of(metas: Sequence[dict[str, Any]],
+                partition: str | None = None) -> dict[str, Any]:
     """{partition: hardware} the chosen runs were measured on; ConfigError
     when they disagree (one reference cannot belong to two machines)."""
-    found = {}
+    found: dict[str, Any] = {}
     for meta in metas:
         for part, hw in (meta.get("hardware") or {}).items():
             if partition and part.split(":")[-1] != partition:
@@ -103,7 +112,8 @@ def hardware_of(metas, partition=None):
     return found
 
 
-def merge(data, proposals, measured_on=None):
+def merge(data: dict[str, Any], proposals: dict[Any, Any],
+          measured_on: dict[str, Any] | None = None) -> dict[str, Any]:
     """Apply proposals to the parsed reference document *data* (in place),
     with the hardware each partition's runs were measured on."""
     if measured_on:
@@ -135,7 +145,7 @@ def merge(data, proposals, measured_on=None):
     return data
 
 
-def diff_lines(old_refs, proposals):
+def diff_lines(old_refs: ReferenceSet | None, proposals: dict[Any, Any]) -> list[str]:
     lines = []
     for (test, names, values, var), prop in proposals.items():
         path = f"{test} {'/'.join(str(v) for v in values)} {var}"
@@ -166,7 +176,7 @@ def _pct(frac):
     return "none" if frac is None else f"{100 * frac:+.0f}%"
 
 
-def write(path, data):
+def write(path: Path, data: dict[str, Any]) -> None:
     """Validate, then replace atomically; the old file survives any error."""
     text = ("# References of this site, captured by `hpc-health reference capture`.\n"
             "# ReFrame 4.10's external reference format, with both bounds: the checks hand\n"
@@ -186,14 +196,14 @@ def write(path, data):
     os.replace(tmp, path)
 
 
-def load_raw(path):
+def load_raw(path: Path) -> dict[str, Any]:
     if not os.path.exists(path):
         return {}
     with open(path) as fp:
         return yaml.safe_load(fp) or {}
 
 
-def stored_runs(site, texts):
+def stored_runs(site: str, texts: Sequence[str]) -> list[tuple[Path, dict[str, Any]]]:
     """(run_dir, run.json) of the runs the run sets *texts* name, of *site*
     only (references are per site), each once, oldest first."""
     from hpc_health.store import index, runsets

@@ -6,6 +6,8 @@ into place, so a run is there whole or not at all; imports hold
 ``<store>/.import.lock`` one at a time.
 """
 
+from __future__ import annotations
+
 import copy
 import errno
 import fcntl
@@ -18,6 +20,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable, Iterator
 
 from hpc_health import paths
 from hpc_health.errors import ConfigError
@@ -35,7 +38,7 @@ from hpc_health.store.portable import (
 
 
 @contextmanager
-def import_lock(root, wait, say):
+def import_lock(root: Path, wait: float, say: Callable[[str], Any]) -> Iterator[None]:
     """One import into a store at a time: wait up to *wait* seconds for
     another, saying so, then refuse."""
     root.mkdir(parents=True, exist_ok=True)
@@ -108,7 +111,8 @@ def _stored_sum(run_dir, site, run_id):
     return checksum(files), None
 
 
-def import_file(path, wait=300, say=print):
+def import_file(path: str | Path, wait: float = 300,
+                say: Callable[[str], Any] = print) -> Imported:
     """Verify the export *path* and add its new runs to the store."""
     exp = read(path)        # before the lock: a bad file writes nothing at all
     root = paths.store_root()
@@ -146,7 +150,7 @@ def import_file(path, wait=300, say=print):
             with index.open_index() as idx:
                 for _, d in done.added:
                     idx.add(d)
-        except Exception as err:   # noqa: BLE001 - the runs are stored; the index can wait
+        except Exception as err:   # the runs are stored; the index can wait
             done.notes.append(f"the runs are stored, but the index was not updated ({err}); "
                               "it is brought up to date when next read")
     return done

@@ -9,6 +9,8 @@ dropped, and a missing or older-format index is rebuilt, each with a line
 saying so.  Deleting ``index.sqlite`` loses nothing.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import sqlite3
@@ -16,6 +18,7 @@ import sys
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable, Sequence
 
 from hpc_health import paths
 from hpc_health.errors import ConfigError
@@ -56,11 +59,11 @@ class Run:
     meta: dict
 
     @property
-    def tags(self):
+    def tags(self) -> list[str]:
         return list(self.meta.get("tags") or [])
 
     @property
-    def dir(self):
+    def dir(self) -> Path:
         return rundirs.runs_dir(self.site) / self.run_id
 
 
@@ -70,7 +73,7 @@ class Listing:
     runs: list = field(default_factory=list)
     damaged: list = field(default_factory=list)     # [(site, run id, reason)]
 
-    def note(self):
+    def note(self) -> str:
         if not self.damaged:
             return ""
         n = len(self.damaged)
@@ -137,7 +140,7 @@ class Index:
     def _writable(self):
         return os.access(self.root, os.W_OK)
 
-    def close(self):
+    def close(self) -> None:
         self.db.close()
 
     def __enter__(self):
@@ -148,7 +151,7 @@ class Index:
 
     # --- bringing it up to date --------------------------------------------
 
-    def refresh(self, site=None):
+    def refresh(self, site: str | None = None) -> None:
         """Read what changed in the run directories of *site* (or all), once
         per opened index: a command reads the store as it was when it began."""
         if None in self._fresh or site in self._fresh:
@@ -181,7 +184,7 @@ class Index:
             with self.db:
                 for s, r in gone:
                     self._forget(s, r)
-                for (s, r), run_dir in todo:
+                for (s, _), run_dir in todo:
                     self._ingest(s, run_dir)
         except sqlite3.OperationalError as err:
             if "readonly" not in str(err) and "disk" not in str(err):
@@ -191,7 +194,7 @@ class Index:
             self._fresh = set()
             self.refresh(site)
 
-    def add(self, run_dir):
+    def add(self, run_dir: Path) -> None:
         """Index one run just stored (by ``run`` or ``import``)."""
         with self.db:
             self._ingest(run_dir.parent.name, run_dir)
@@ -231,7 +234,7 @@ class Index:
 
     # --- reading -------------------------------------------------------------
 
-    def listing(self, site=None):
+    def listing(self, site: str | None = None) -> Listing:
         """Readable runs of *site* (or every site), oldest first, and the
         damaged ones."""
         self.refresh(site)
@@ -246,11 +249,12 @@ class Index:
                 out.damaged.append((s, rid, reason))
         return out
 
-    def sites(self):
+    def sites(self) -> list[str]:
         self.refresh()
         return [s for (s,) in self.db.execute("SELECT DISTINCT site FROM runs ORDER BY site")]
 
-    def figures(self, runs, variable=None, check=None, partition=None):
+    def figures(self, runs: Sequence[Run], variable: str | None = None, check: str | None = None,
+                partition: str | None = None) -> list[Any]:
         """The figures of *runs* (:class:`Run`), as
         :class:`hpc_health.judge.results.Measurement` with ``run`` set (the Run)
         and ``verdict``/``verdict_reason`` as judged when stored."""
@@ -262,7 +266,7 @@ class Index:
                 part = ids[chunk:chunk + 500]
                 sql = (f"SELECT * FROM figures WHERE site = ? AND run_id IN "
                        f"({','.join('?' * len(part))})")
-                args = [site, *part]
+                args: list[Any] = [site, *part]
                 if variable:
                     sql += " AND variable = ?"
                     args.append(variable)
@@ -285,7 +289,7 @@ class Index:
         return out
 
 
-    def partitions(self, runs):
+    def partitions(self, runs: Sequence[Run]) -> list[str]:
         """The partitions the figures of *runs* were measured on."""
         found = set()
         for r in runs:
@@ -353,16 +357,16 @@ def _stored_verdicts(run_dir):
     return out
 
 
-def open_index(say=_say):
+def open_index(say: Callable[[str], Any] = _say) -> closing[Index]:
     return closing(Index(say))
 
 
-def index_run(run_dir):
+def index_run(run_dir: str | Path) -> None:
     """Add a stored run to the store's index; a failure to index loses
     nothing (the index is rebuilt from the run directories when read)."""
     try:
         with open_index() as idx:
             idx.add(Path(run_dir))
-    except Exception as err:   # noqa: BLE001 - the run is stored; the index can wait
+    except Exception as err:   # the run is stored; the index can wait
         print(f"hpc-health: the run is stored, but the index was not updated ({err}); "
               "it is brought up to date when next read", file=sys.stderr)

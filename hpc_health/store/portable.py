@@ -31,6 +31,8 @@ staging directory of the store and renames it into place, so a run is there
 whole or not at all; imports hold ``<store>/.import.lock`` one at a time.
 """
 
+from __future__ import annotations
+
 import copy
 import gzip
 import hashlib
@@ -43,6 +45,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any, Optional, Sequence
 
 from hpc_health import __version__
 from hpc_health.errors import ConfigError
@@ -68,11 +71,11 @@ def _now():
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def canonical(obj):
+def canonical(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
 
 
-def checksum(files):
+def checksum(files: dict[str, Any]) -> str:
     return hashlib.sha256(canonical(files)).hexdigest()
 
 
@@ -122,7 +125,7 @@ def _read_json(path, what):
         raise ConfigError(path, f"the {what} is not valid JSON ({err})") from None
 
 
-def run_files(run_dir, site, run_id):
+def run_files(run_dir: Path, site: str, run_id: str) -> tuple[dict[str, Any], Any]:
     """({relative path: content} of a stored run, made portable; what the
     run's run.json says about its import, or None)."""
     run_dir = Path(run_dir)
@@ -174,14 +177,14 @@ class Written:
     runs: list
     size: int
 
-    def sites(self):
-        found = {}
+    def sites(self) -> dict[str, int]:
+        found: dict[str, int] = {}
         for site, _ in self.runs:
             found[site] = found.get(site, 0) + 1
         return found
 
 
-def export(runs, out):
+def export(runs: Sequence[Any], out: str | Path) -> Written:
     """Write the stored *runs* (:class:`hpc_health.store.index.Run`, or (site,
     run_id, run_dir) triples) to *out*, atomically."""
     out = Path(out)
@@ -240,16 +243,16 @@ class Entry:
     files: dict
 
     @property
-    def name(self):
+    def name(self) -> str:
         return f"{self.site}:{self.run_id}"
 
 
 @dataclass
 class Export:
     path: Path
-    created: str
-    hostname: str
-    hpc_health: str
+    created: Optional[str]
+    hostname: Optional[str]
+    hpc_health: Optional[str]
     runs: list = field(default_factory=list)    # Entry
     sites: dict = field(default_factory=dict)
 
@@ -258,7 +261,7 @@ def _foreign(path, why):
     return ConfigError(path, f"not an hpc-health export ({why})")
 
 
-def read(path):
+def read(path: str | Path) -> Export:
     """The verified :class:`Export` in *path*; ConfigError naming the file
     (and the run) when it is foreign, truncated, damaged, of a newer format
     version or altered since it was written."""
@@ -304,9 +307,9 @@ def read(path):
         raise ConfigError(path, f"export format version {version} (written by hpc-health "
                           f"{doc.get('hpc_health', '?')}); this hpc-health {__version__} reads "
                           f"version {VERSION}: import it with a newer hpc-health")
+    sites = doc.get("sites")
     return Export(path, doc.get("created"), doc.get("hostname"), doc.get("hpc_health"),
-                  _entries(path, doc),
-                  doc.get("sites") if isinstance(doc.get("sites"), dict) else {})
+                  _entries(path, doc), sites if isinstance(sites, dict) else {})
 
 
 def _entries(path, doc):

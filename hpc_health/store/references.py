@@ -32,10 +32,13 @@ keys named after tests)::
 A malformed file is reported with its file, key path and line.
 """
 
+from __future__ import annotations
+
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Optional
+from pathlib import Path
+from typing import Any, Optional
 
 from hpc_health.site import hardware, yamlio
 
@@ -69,10 +72,11 @@ class ReferenceSet:
         self.provenance = provenance
         self.hardware = hardware_ or {}   # 'system:partition' -> what it was measured on
 
-    def line_of(self, *keypath):
+    def line_of(self, *keypath: str | int) -> int | None:
         return self._doc.line_of(list(keypath)) if self._doc else None
 
-    def lookup(self, test, partition, environ, attrs, var):
+    def lookup(self, test: str, partition: str, environ: str, attrs: dict[str, Any],
+               var: str) -> Reference | None:
         """Reference of *var* for a test case, or None.
 
         *partition* is the full name ``system:partition``; *attrs* maps test
@@ -131,7 +135,7 @@ def _match(level, key):
     return None
 
 
-def load(path):
+def load(path: str | Path) -> ReferenceSet:
     """Load and validate a reference file; ConfigError names file, key path
     and line of the first problem."""
     doc = yamlio.load(path)

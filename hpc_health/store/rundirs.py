@@ -4,14 +4,20 @@ nodes, time; collected by :mod:`hpc_health.run.provenance`).  Everything
 that reads results reads from here; nothing re-runs a benchmark to answer a
 question about the past."""
 
+from __future__ import annotations
+
 import json
 import os
 import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
 
 from hpc_health import paths, processes
+
+if TYPE_CHECKING:
+    from hpc_health.judge.verdicts import Verdict
 
 #: The verdicts a run was judged with when it was stored.
 VERDICTS_FILE = "verdicts.json"
@@ -20,12 +26,12 @@ VERDICTS_FILE = "verdicts.json"
 JUDGED_EXITS = (0, 1, 130, 129, 143)
 
 
-def runs_dir(site=None):
+def runs_dir(site: str | None = None) -> Path:
     root = paths.store_root() / "runs"
     return root / site if site else root
 
 
-def new_run_dir(site):
+def new_run_dir(site: str) -> Path:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     base = runs_dir(site)
     base.mkdir(parents=True, exist_ok=True)
@@ -39,7 +45,7 @@ def new_run_dir(site):
     raise RuntimeError(f"cannot create a run directory under {base}")
 
 
-def write_json(path, data):
+def write_json(path: str | Path, data: Any) -> None:
     """Write atomically: an interrupted run or a full disk must not leave a
     truncated file that later reads take for data."""
     tmp = Path(str(path) + ".tmp")
@@ -50,7 +56,7 @@ def write_json(path, data):
     os.replace(tmp, path)
 
 
-def write_verdicts(run_dir, verdict_list):
+def write_verdicts(run_dir: Path, verdict_list: Sequence[Verdict]) -> None:
     """The verdicts as judged tonight, kept with the run: what history,
     compare and exports show, whatever the references say later."""
     write_json(run_dir / VERDICTS_FILE, [
@@ -68,7 +74,7 @@ class Scan:
     damaged: list = field(default_factory=list)   # [(run id, reason)]
 
 
-def alive(meta):
+def alive(meta: dict[str, Any]) -> bool:
     """Is the run's own process still running (a run in progress)?"""
     pid = meta.get("pid")
     if not isinstance(pid, int) or meta.get("hostname") != socket.gethostname():
@@ -76,7 +82,7 @@ def alive(meta):
     return processes.alive(pid)
 
 
-def scan(site=None):
+def scan(site: str | None = None) -> Scan:
     """Every stored run of *site* (or all sites), sorted by start."""
     found = Scan()
     base = runs_dir(site)
@@ -104,6 +110,6 @@ def scan(site=None):
     return found
 
 
-def list_runs(site=None):
+def list_runs(site: str | None = None) -> list[tuple[Path, dict[str, Any]]]:
     """Stored runs with a report, oldest first: (run_dir, run.json data)."""
     return scan(site).runs

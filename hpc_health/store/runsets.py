@@ -15,11 +15,17 @@ An unknown run id, tag or site is an error that lists the nearest
 candidates.
 """
 
+from __future__ import annotations
+
 import difflib
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable, Optional
 
 from hpc_health.errors import ConfigError
+
+if TYPE_CHECKING:
+    from hpc_health.store.index import Index, Run
 
 _KEYWORDS = ("last", "tag", "since")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}(T\d{2}(:?\d{2}(:?\d{2})?)?Z?)?$")
@@ -30,18 +36,18 @@ SYNTAX = "RUN_ID, latest, last:N, tag:NAME, since:DATE or A..B, optionally SITE:
 class RunSet:
     text: str
     site: str
-    partition: str = None
+    partition: Optional[str] = None
     runs: list = field(default_factory=list)        # index.Run, oldest first
 
     @property
-    def label(self):
+    def label(self) -> str:
         ids = [r.run_id for r in self.runs]
         what = ids[0] if len(ids) == 1 else f"{len(ids)} runs {ids[0]} .. {ids[-1]}"
         text = self.text if self.text.startswith(f"{self.site}:") else f"{self.site}:{self.text}"
         return f"{text} ({what})"
 
 
-def split(text, default_site, sites):
+def split(text: str, default_site: str, sites: Iterable[str]) -> tuple[str, str, str | None]:
     """(site, selector, partition) of a run set's text."""
     body, _, partition = text.partition("@")
     head, sep, rest = body.partition(":")
@@ -56,7 +62,8 @@ def split(text, default_site, sites):
     return site, selector, partition or None
 
 
-def resolve(idx, text, default_site, known_sites=()):
+def resolve(idx: Index, text: str, default_site: str,
+            known_sites: Iterable[str] = ()) -> RunSet:
     """The :class:`RunSet` that *text* names, from the index *idx*."""
     site, selector, partition = split(text, default_site, set(known_sites) | set(idx.sites()))
     listing = idx.listing(site)
@@ -75,7 +82,7 @@ def resolve(idx, text, default_site, known_sites=()):
     return RunSet(text, site, partition, chosen)
 
 
-def select(runs, selector, text):
+def select(runs: list[Run], selector: str, text: str) -> list[Run]:
     ids = [r.run_id for r in runs]
     if selector == "latest":
         return runs[-1:]

@@ -35,7 +35,7 @@ def adjust(p_values: Sequence[Optional[float]], alpha: float = ALPHA,
         thresholds = alpha / (m - np.arange(m))
         passed = pv[order] <= thresholds
         k = m if passed.all() else int(np.argmin(passed))   # first failure stops
-        rej = np.zeros(m, dtype=bool)
+        rej: np.ndarray = np.zeros(m, dtype=bool)
         rej[order[:k]] = True
     elif method in ("bh", "fdr_bh", "benjamini-hochberg"):
         # Imported here: scipy.stats costs every command 0.4 s of start-up

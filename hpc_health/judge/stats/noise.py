@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 
 from scipy import special as _sp
 
@@ -146,7 +146,7 @@ class VerdictResult:
     df: Optional[float] = None
 
 
-def _evaluate(ref: Optional[Reference], samples, direction: str) -> VerdictResult:
+def _evaluate(ref: Optional[Reference], samples: Iterable[float], direction: str) -> VerdictResult:
     """Everything but the decision (which needs alpha, maybe corrected)."""
     _check_direction(direction)
     x, dropped = clean(samples)

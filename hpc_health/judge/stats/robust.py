@@ -123,7 +123,7 @@ def _log_spread(x: np.ndarray) -> float:
     return robust_spread(x) / med if med > 0 else 0.0
 
 
-def within_run_spread(samples_by_run: Sequence[Sequence[float]]) -> Optional[float]:
+def within_run_spread(samples_by_run: Sequence[Iterable[float]]) -> Optional[float]:
     """Pooled within-run relative spread, or None if no run has two samples.
 
     Median of all within-run pairwise |log x_i - log x_j|, scaled to sigma:
