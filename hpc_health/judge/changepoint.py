@@ -19,7 +19,7 @@ and supported by a rank test.
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -73,7 +73,7 @@ def _short_term_sigma(x: np.ndarray) -> float:
 
 
 def change_points(values: Sequence[float], min_size: int = 3,
-                  penalty: Optional[float] = None) -> list[int]:
+                  penalty: float | None = None) -> list[int]:
     """Indices (into ``values``) where a new level starts, ascending.
 
     Non-finite or non-positive values are skipped (indices still refer to the
@@ -121,12 +121,12 @@ def _pelt_l2(z: np.ndarray, pen: float, min_size: int) -> list[int]:
     return list(best[n][1])
 
 
-def step_degradation(values: Sequence[float], timestamps: Optional[Sequence] = None,
-                     direction: str = HIGHER, *, reference: Optional[Reference] = None,
-                     spread: Optional[float] = None, samples_per_night: int = 1,
-                     min_size: int = 3, penalty: Optional[float] = None,
+def step_degradation(values: Sequence[float], timestamps: Sequence | None = None,
+                     direction: str = HIGHER, *, reference: Reference | None = None,
+                     spread: float | None = None, samples_per_night: int = 1,
+                     min_size: int = 3, penalty: float | None = None,
                      sigmas: float = STEP_SIGMAS, min_change: float = BOUND_FLOOR,
-                     alpha: float = ALPHA) -> Optional[dict]:
+                     alpha: float = ALPHA) -> dict | None:
     """The earliest night since which the variable has stayed worse, or None.
 
     ``values``: one figure per night (the night's median), oldest first.  The

@@ -17,8 +17,9 @@ Per (check, figure, partition): the centre of each side, the change, its
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any
 
 from hpc_health.errors import ConfigError
 from hpc_health.judge import stats
@@ -46,16 +47,16 @@ class Row:
     samples_a: int
     samples_b: int
     change: float
-    low: Optional[float]
-    high: Optional[float]
-    p_value: Optional[float]
-    mdc: Optional[float]
+    low: float | None
+    high: float | None
+    p_value: float | None
+    mdc: float | None
     worse_by: float = 0.0               # the change, positive when B is worse
     word: str = ""
     why: str = ""
     capability: str = ""
-    norm_a: Optional[float] = None      # fraction of the declared capability
-    norm_b: Optional[float] = None
+    norm_a: float | None = None      # fraction of the declared capability
+    norm_b: float | None = None
 
 
 @dataclass

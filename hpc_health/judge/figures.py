@@ -13,8 +13,9 @@ This module is part of the core: it imports no ReFrame.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable
 
 from hpc_health.units import size_label
 
@@ -65,7 +66,7 @@ class Figure:
     unit: str
     better: str
     read: Callable
-    axis: Optional[Axis] = None
+    axis: Axis | None = None
     where: dict = field(default_factory=dict)
     source: str = "outputs"
     group: str = ""

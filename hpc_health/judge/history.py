@@ -4,7 +4,8 @@ Nothing here re-runs a benchmark."""
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from hpc_health.judge import changepoint, stats, verdicts
 from hpc_health.site import hardware

@@ -8,8 +8,9 @@ import math
 import os
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from hpc_health.errors import ConfigError
 from hpc_health.jobside import nodeload
@@ -28,21 +29,21 @@ class Measurement:
     system: str
     partition: str
     environ: str
-    variable: Optional[str]   # None for a case that produced no figure
-    value: Optional[float] = None
+    variable: str | None   # None for a case that produced no figure
+    value: float | None = None
     unit: str = ""
-    ref: Optional[float] = None       # None: no reference
-    lower: Optional[float] = None
-    upper: Optional[float] = None
+    ref: float | None = None       # None: no reference
+    lower: float | None = None
+    upper: float | None = None
     result: str = ""          # ReFrame's result for the case: pass/fail/skip/abort
-    fail_phase: Optional[str] = None
-    fail_reason: Optional[str] = None
+    fail_phase: str | None = None
+    fail_reason: str | None = None
     params: dict = field(default_factory=dict)
     nodes: list = field(default_factory=list)
     samples: list = field(default_factory=list)
-    node: Optional[str] = None    # the node a --distribute copy was pinned to
+    node: str | None = None    # the node a --distribute copy was pinned to
     rounds: int = 1               # rounds whose samples were pooled (--rounds)
-    better: Optional[str] = None  # "higher" | "lower", as the check declared it
+    better: str | None = None  # "higher" | "lower", as the check declared it
     note: str = ""                # why the check applied no reference
     busy: str = ""                # "node busy: …" when others used the node meanwhile
     capability: str = ""          # declared capability it is a fraction of (Figure.capability)

@@ -19,8 +19,9 @@ alarms are controlled over the run, not per variable.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Any
 
 from hpc_health.judge import stats
 from hpc_health.judge.figures import DIRECTIONS
@@ -43,10 +44,10 @@ _NOISE_FIELDS = ("spread", "between_run_spread", "between_run_spread_better",
 class Verdict:
     measurement: Measurement
     verdict: str
-    deviation: Optional[float] = None   # (value - ref) / |ref|
+    deviation: float | None = None   # (value - ref) / |ref|
     reason: str = ""
-    mdc: Optional[float] = None         # minimum detectable worsening, fraction
-    p_value: Optional[float] = None
+    mdc: float | None = None         # minimum detectable worsening, fraction
+    p_value: float | None = None
     method: str = ""                    # "noise" | "bound-only"
 
 

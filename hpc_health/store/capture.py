@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import yaml
 

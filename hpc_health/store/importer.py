@@ -17,10 +17,11 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from hpc_health import paths
 from hpc_health.errors import ConfigError

@@ -15,10 +15,11 @@ import json
 import os
 import sqlite3
 import sys
+from collections.abc import Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from hpc_health import paths
 from hpc_health.errors import ConfigError

@@ -43,9 +43,10 @@ import socket
 import tempfile
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from hpc_health import __version__
 from hpc_health.errors import ConfigError
@@ -250,9 +251,9 @@ class Entry:
 @dataclass
 class Export:
     path: Path
-    created: Optional[str]
-    hostname: Optional[str]
-    hpc_health: Optional[str]
+    created: str | None
+    hostname: str | None
+    hpc_health: str | None
     runs: list = field(default_factory=list)    # Entry
     sites: dict = field(default_factory=dict)
 

@@ -38,7 +38,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from hpc_health.site import hardware, yamlio
 
@@ -55,10 +55,10 @@ _PROVENANCE_FIELDS = {"captured": str, "runs": list, "samples": int, "spread": _
 @dataclass
 class Reference:
     value: float
-    lower: Optional[float]
-    upper: Optional[float]
+    lower: float | None
+    upper: float | None
     unit: str
-    xfail: Optional[str] = None
+    xfail: str | None = None
     provenance: dict = field(default_factory=dict)
 
 

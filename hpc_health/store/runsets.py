@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Optional
+from typing import TYPE_CHECKING
 
 from hpc_health.errors import ConfigError
 
@@ -36,7 +37,7 @@ SYNTAX = "RUN_ID, latest, last:N, tag:NAME, since:DATE or A..B, optionally SITE:
 class RunSet:
     text: str
     site: str
-    partition: Optional[str] = None
+    partition: str | None = None
     runs: list = field(default_factory=list)        # index.Run, oldest first
 
     @property

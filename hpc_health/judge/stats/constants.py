@@ -5,7 +5,6 @@ measured on."""
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 from hpc_health.judge.figures import DIRECTIONS, HIGHER, LOWER  # noqa: F401 - re-exported
 
@@ -101,7 +100,7 @@ def _to_log(frac: float, direction: str) -> float:
     return math.log1p(frac)
 
 
-def _from_log(x: float, direction: Optional[str]) -> float:
+def _from_log(x: float, direction: str | None) -> float:
     """Log distance in the worse direction -> fraction worse."""
     if direction == HIGHER:
         return -math.expm1(-x)

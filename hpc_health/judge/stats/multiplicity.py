@@ -4,7 +4,7 @@ alarms."""
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -12,7 +12,7 @@ from hpc_health.judge.stats.constants import ALPHA
 from hpc_health.judge.stats.noise import VerdictResult, _decide, _evaluate
 
 
-def adjust(p_values: Sequence[Optional[float]], alpha: float = ALPHA,
+def adjust(p_values: Sequence[float | None], alpha: float = ALPHA,
            method: str = "holm") -> list[bool]:
     """Which hypotheses to reject while controlling false alarms over the family.
 

@@ -4,8 +4,9 @@ the verdict, and the smallest change it can catch."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Optional, Sequence
+from typing import TYPE_CHECKING
 
 from scipy import special as _sp
 
@@ -88,9 +89,9 @@ def noise_components(ref: Reference, better: bool = False) -> tuple[float, float
 
 def minimum_detectable_change(spread: float, n_ref: int, n_cur: int, alpha: float,
                               power: float = POWER, between_run_spread: float = 0.0,
-                              bound: float = 0.0, *, runs: Optional[int] = None,
-                              between_run_spread_better: Optional[float] = None,
-                              direction: Optional[str] = None) -> float:
+                              bound: float = 0.0, *, runs: int | None = None,
+                              between_run_spread_better: float | None = None,
+                              direction: str | None = None) -> float:
     """Smallest worsening (fraction) caught on >= ``power`` of nights with
     false-alarm rate ``alpha``, by the same test :func:`verdict` uses.
 
@@ -117,7 +118,7 @@ def minimum_detectable_change(spread: float, n_ref: int, n_cur: int, alpha: floa
 
 
 def _mdc(s: float, s_better: float, df: float, alpha: float, power: float,
-         bound_log: float, direction: Optional[str]) -> float:
+         bound_log: float, direction: str | None) -> float:
     # scipy.special rather than scipy.stats: same functions, ~100x less overhead
     # (the block-resampling test calls these tens of thousands of times).
     crit = float(_sp.stdtrit(df, 1.0 - alpha)) * s
@@ -129,24 +130,24 @@ def _mdc(s: float, s_better: float, df: float, alpha: float, power: float,
 class VerdictResult:
     verdict: str
     value: float
-    deviation: Optional[float]      # (value - ref) / ref, signed, raw
-    worse_by: Optional[float]       # fraction, positive = worse
-    p_value: Optional[float]        # one-sided: worse side; better side if IMPROVED
-    mdc: Optional[float]            # minimum detectable worsening (fraction)
+    deviation: float | None      # (value - ref) / ref, signed, raw
+    worse_by: float | None       # fraction, positive = worse
+    p_value: float | None        # one-sided: worse side; better side if IMPROVED
+    mdc: float | None            # minimum detectable worsening (fraction)
     n: int                          # finite samples tonight
     reason: str
-    bound: Optional[float] = None   # worse-side tolerance (fraction)
+    bound: float | None = None   # worse-side tolerance (fraction)
     dropped: int = 0                # non-finite samples dropped
     method: str = ""                # "noise" | "bound-only" | ""
-    p_worse: Optional[float] = None
-    p_better: Optional[float] = None
-    better_bound: Optional[float] = None
-    sigma: Optional[float] = None   # sigma of the log-ratio the test used
-    sigma_better: Optional[float] = None   # the same on the better side
-    df: Optional[float] = None
+    p_worse: float | None = None
+    p_better: float | None = None
+    better_bound: float | None = None
+    sigma: float | None = None   # sigma of the log-ratio the test used
+    sigma_better: float | None = None   # the same on the better side
+    df: float | None = None
 
 
-def _evaluate(ref: Optional[Reference], samples: Iterable[float], direction: str) -> VerdictResult:
+def _evaluate(ref: Reference | None, samples: Iterable[float], direction: str) -> VerdictResult:
     """Everything but the decision (which needs alpha, maybe corrected)."""
     _check_direction(direction)
     x, dropped = clean(samples)
@@ -179,8 +180,8 @@ def _evaluate(ref: Optional[Reference], samples: Iterable[float], direction: str
     return res
 
 
-def _decide(res: VerdictResult, ref: Optional[Reference], direction: str, alpha: float,
-            sig_worse: Optional[bool] = None, sig_better: Optional[bool] = None,
+def _decide(res: VerdictResult, ref: Reference | None, direction: str, alpha: float,
+            sig_worse: bool | None = None, sig_better: bool | None = None,
             test: str = "") -> VerdictResult:
     """Turn an evaluation into PASS/DEGRADED/IMPROVED with its reason.
 
@@ -246,13 +247,13 @@ def _decide(res: VerdictResult, ref: Optional[Reference], direction: str, alpha:
     return res
 
 
-def _pct(frac: Optional[float]) -> str:
+def _pct(frac: float | None) -> str:
     if frac is None:
         return "n/a"
     return f"{100 * frac:.1f} %" if abs(frac) < 1 else f"{100 * frac:.0f} %"
 
 
-def verdict(ref: Optional[Reference], samples: Sequence[float], direction: str,
+def verdict(ref: Reference | None, samples: Sequence[float], direction: str,
             alpha: float = ALPHA) -> VerdictResult:
     """Verdict of tonight's samples of one variable against its reference.
 

@@ -4,8 +4,8 @@ becomes one (:func:`propose_reference`)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
-from typing import Optional, Sequence
 
 import numpy as np
 
@@ -45,29 +45,29 @@ class Reference:
     bounds only.
     """
     value: float
-    lower: Optional[float] = None
-    upper: Optional[float] = None
+    lower: float | None = None
+    upper: float | None = None
     unit: str = ""
     #: robust relative spread of all baseline samples pooled
-    spread: Optional[float] = None
+    spread: float | None = None
     #: number of baseline samples
-    n: Optional[int] = None
+    n: int | None = None
     #: number of baseline runs
-    runs: Optional[int] = None
+    runs: int | None = None
     #: relative spread of the per-run medians on the *worse* side, as observed
     #: (max of the MAD scale and the tail scale); this is what sees episodes
-    between_run_spread: Optional[float] = None
+    between_run_spread: float | None = None
     #: the same on the better side (for IMPROVED hints); None: as worse side
-    between_run_spread_better: Optional[float] = None
+    between_run_spread_better: float | None = None
     #: pooled within-run spread; None if the runs had one sample each (then
     #: all noise is in between_run_spread)
-    within_run_spread: Optional[float] = None
+    within_run_spread: float | None = None
     #: lower limit applied to the between-run spread (None: EPISODE_FLOOR)
-    episode_floor: Optional[float] = None
+    episode_floor: float | None = None
     #: the bound hit BOUND_CAP: healthy runs alone need more than the cap
     too_noisy: bool = False
     #: how the value summarised its samples (:data:`ESTIMATOR`); None: not recorded
-    estimator: Optional[str] = None
+    estimator: str | None = None
     note: str = ""
 
     def __post_init__(self):
@@ -84,7 +84,7 @@ class Reference:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Reference":
+    def from_dict(cls, data: dict) -> Reference:
         """Tolerant of unknown keys (older/newer files) and missing noise fields."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})

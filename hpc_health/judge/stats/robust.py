@@ -3,7 +3,7 @@ how far they spread, within a run and between runs."""
 
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 from scipy import special as _sp
@@ -123,7 +123,7 @@ def _log_spread(x: np.ndarray) -> float:
     return robust_spread(x) / med if med > 0 else 0.0
 
 
-def within_run_spread(samples_by_run: Sequence[Iterable[float]]) -> Optional[float]:
+def within_run_spread(samples_by_run: Sequence[Iterable[float]]) -> float | None:
     """Pooled within-run relative spread, or None if no run has two samples.
 
     Median of all within-run pairwise |log x_i - log x_j|, scaled to sigma:

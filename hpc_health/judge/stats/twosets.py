@@ -4,8 +4,8 @@ its interval, test and minimum detectable change (``hpc-health compare``)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 import numpy as np
 from scipy import special as _sp
@@ -24,10 +24,10 @@ class Comparison:
     centre_a: float
     centre_b: float
     change: float                   # (b - a) / a of the centres
-    low: Optional[float]            # 95 % interval of the change, None: not estimable
-    high: Optional[float]
-    p_value: Optional[float]        # two-sided; None: not testable
-    mdc: Optional[float]            # smallest change caught on POWER of occasions
+    low: float | None            # 95 % interval of the change, None: not estimable
+    high: float | None
+    p_value: float | None        # two-sided; None: not testable
+    mdc: float | None            # smallest change caught on POWER of occasions
     worse_by: float                 # the change, positive when B is worse
     runs_a: int
     runs_b: int
