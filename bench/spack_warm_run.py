@@ -118,7 +118,7 @@ def drop_environments(site, root):
     tree), so the next run concretizes from scratch."""
     if root:
         os.environ["HPC_HEALTH_ROOT"] = str(root)
-    from hpc_health import sites
+    from hpc_health.site import sites
     env_dir = sites.load(site).spack_setting("env_dir")
     if env_dir and os.path.isdir(env_dir):
         shutil.rmtree(env_dir)

@@ -14,9 +14,10 @@ cd "$repo"
 # Results of test runs never mix with a real store.
 export HPC_HEALTH_STORE=${HPC_HEALTH_STORE:-$(mktemp -d /tmp/hpc-health-test-store.XXXXXX)}
 
-echo "== fast stage: lint, unit tests, parsers, dry runs"
+echo "== fast stage: lint, types, unit tests, parsers, dry runs"
 start=$SECONDS
 "$venv/bin/ruff" check .
+"$venv/bin/mypy"      # the judge and store layers (pyproject.toml [tool.mypy])
 "$venv/bin/python" -m pytest -q -ra -m "not slow" "$@"
 echo "== fast stage passed in $((SECONDS - start)) s"
 

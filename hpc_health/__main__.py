@@ -1,3 +1,3 @@
-from hpc_health.cli import main
+from hpc_health.cli.main import main
 
 main()

@@ -11,8 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -59,18 +57,6 @@ def without_spack(env, root):
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
                                   if not os.path.exists(os.path.join(p, "spack")))
     return env
-
-
-@pytest.fixture
-def spack_hidden(monkeypatch, tmp_path):
-    """This process's environment (and so every command it starts) without
-    this machine's Spack: our kernels then build with CMake.  A module uses
-    it with ``from sandbox import spack_hidden`` and
-    ``pytest.mark.usefixtures("spack_hidden")``."""
-    for key, value in without_spack(os.environ, tmp_path / "x").items():
-        monkeypatch.setenv(key, value)
-    for key in ("SPACK_ROOT", "HPC_HEALTH_SPACK_KIT"):
-        monkeypatch.delenv(key, raising=False)
 
 
 def store(root):

@@ -10,12 +10,12 @@ import os
 import subprocess
 
 import pytest
-from sandbox import spack_hidden  # noqa: F401 - a fixture
 
+from bench import local_mpi
 from bench.fault_injection import hpc_health_run
 from bench.fault_injection.faults import FAULTS
 from bench.fault_injection.tools import build_pmpi_delay
-from hpc_health import local_mpi, paths
+from hpc_health import paths
 
 # About comparing runs, not building: the kernels build with CMake.
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("spack_hidden")]

@@ -13,16 +13,20 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpc_health import results, sites, verdicts
-from hpc_health.checklib import benchmarks as bm
 from hpc_health.checklib import darshan
-from hpc_health.checklib.benchmarks import Insane
+from hpc_health.checklib import ior as ior_lib
+from hpc_health.checklib import osu as osu_lib
+from hpc_health.checklib import stream as stream_lib
+from hpc_health.checklib.check import Insane
 from hpc_health.errors import ConfigError
+from hpc_health.judge import results, verdicts
 from hpc_health.parsers.darshan import parse_darshan
 from hpc_health.parsers.ior import parse_ior
 from hpc_health.parsers.mdtest import parse_mdtest
 from hpc_health.parsers.osu import parse_osu
 from hpc_health.parsers.stream import parse_stream
+from hpc_health.site import reframe_glue, sites
+from hpc_health.site import schema as schema_mod
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
@@ -60,28 +64,28 @@ LAB_VM = {
 
 
 def test_last_level_cache_sums_every_instance():
-    assert bm.last_level_cache_bytes(LAB_VM) == 32 * MiB
+    assert stream_lib.last_level_cache_bytes(LAB_VM) == 32 * MiB
     two_l3 = {"num_sockets": 2, "topology": {"caches": [
         {"type": "L3", "size": 32 * MiB, "cpusets": ["0xff", "0xff00"]},
         {"type": "L2", "size": MiB, "cpusets": ["0x1"] * 16}]}}
-    assert bm.last_level_cache_bytes(two_l3) == 64 * MiB
+    assert stream_lib.last_level_cache_bytes(two_l3) == 64 * MiB
     # Without cpusets, one instance per socket.
     per_socket = {"num_sockets": 2, "topology": {"caches": [{"type": "L3", "size": 40 * MiB}]}}
-    assert bm.last_level_cache_bytes(per_socket) == 80 * MiB
+    assert stream_lib.last_level_cache_bytes(per_socket) == 80 * MiB
 
 
 def test_stream_array_is_four_times_the_last_level_cache():
-    size = bm.stream_array_size(LAB_VM)
+    size = stream_lib.stream_array_size(LAB_VM)
     assert size * 8 >= 4 * 32 * MiB
     assert size == 17_000_000  # 16.78M rounded up to whole millions
     # A small cache still gets STREAM's own 10M elements.
     small = {"topology": {"caches": [{"type": "L2", "size": MiB, "cpusets": ["0x1"]}]}}
-    assert bm.stream_array_size(small) == bm.STREAM_MIN_ARRAY
+    assert stream_lib.stream_array_size(small) == stream_lib.STREAM_MIN_ARRAY
 
 
 def test_stream_array_size_unknown_without_topology():
-    assert bm.stream_array_size({"num_cpus": 8}) is None
-    assert bm.stream_array_size({}) is None
+    assert stream_lib.stream_array_size({"num_cpus": 8}) is None
+    assert stream_lib.stream_array_size({}) is None
 
 
 @pytest.mark.parametrize("site,partition,llc_mib,elements", [
@@ -92,101 +96,101 @@ def test_stream_array_size_unknown_without_topology():
 def test_example_sites_size_stream_from_their_declared_processors(site, partition, llc_mib,
                                                                    elements):
     proc = partitions(site)[partition]["processor"]
-    assert bm.last_level_cache_bytes(proc) == llc_mib * MiB
-    assert bm.stream_array_size(proc) == elements
+    assert stream_lib.last_level_cache_bytes(proc) == llc_mib * MiB
+    assert stream_lib.stream_array_size(proc) == elements
 
 
 def test_stream_spec_carries_sizes_and_code_model():
-    assert bm.stream_spec("stream +openmp", 17_000_000, 20) == \
+    assert stream_lib.stream_spec("stream +openmp", 17_000_000, 20) == \
         "stream +openmp stream_array_size=17000000 ntimes=20"
     # 3 arrays of 8-byte elements beyond 2 GiB: static data needs -mcmodel=medium.
-    assert 'cflags="-mcmodel=medium"' in bm.stream_spec("stream +openmp", 100_000_000, 20)
-    assert "mcmodel" not in bm.stream_spec("stream +openmp", 89_000_000, 20)
+    assert 'cflags="-mcmodel=medium"' in stream_lib.stream_spec("stream +openmp", 100_000_000, 20)
+    assert "mcmodel" not in stream_lib.stream_spec("stream +openmp", 89_000_000, 20)
 
 
 def test_thread_series_ends_with_all_cores():
-    assert bm.thread_series(1) == [1]
-    assert bm.thread_series(2) == [1, 2]
-    assert bm.thread_series(12) == [1, 2, 4, 8, 12]
-    assert bm.thread_series(128) == [1, 2, 4, 8, 16, 32, 64, 128]
+    assert stream_lib.thread_series(1) == [1]
+    assert stream_lib.thread_series(2) == [1, 2]
+    assert stream_lib.thread_series(12) == [1, 2, 4, 8, 12]
+    assert stream_lib.thread_series(128) == [1, 2, 4, 8, 16, 32, 64, 128]
 
 
 def test_stream_sanity_accepts_a_good_run_and_names_what_is_wrong():
     out = parse_stream(read("stream/stream_c_omp2.txt"))
-    bm.check_stream_run(out, 2, out["array_size"])
+    stream_lib.check_stream_run(out, 2, out["array_size"])
     with pytest.raises(Insane, match="counted 2 threads, 4 were requested"):
-        bm.check_stream_run(out, 4, out["array_size"])
+        stream_lib.check_stream_run(out, 4, out["array_size"])
     with pytest.raises(Insane, match="the build asked for 17000000"):
-        bm.check_stream_run(out, 2, 17_000_000)
+        stream_lib.check_stream_run(out, 2, 17_000_000)
 
 
 def test_stream_sanity_refuses_the_fortran_binary():
     out = parse_stream(read("stream/stream_f_omp2_unlimited_stack.txt"))
     with pytest.raises(Insane, match="not the C STREAM binary"):
-        bm.check_stream_run(out, 2, out["array_size"])
+        stream_lib.check_stream_run(out, 2, out["array_size"])
 
 
 # ----------------------------------------------------------------- OSU
 
 def test_osu_pt2pt_options_never_use_full_stats():
-    opts = bm.osu_options("osu_latency", [8, 4096])
+    opts = osu_lib.osu_options("osu_latency", [8, 4096])
     assert opts == ["-m", "8:4096", "-c"]
-    assert "-f" not in bm.osu_options("osu_bw", [65536, 4194304], iterations=100, warmup=10)
-    assert bm.osu_options("osu_bw", [65536], validate=False, iterations=100, warmup=10) == \
+    assert "-f" not in osu_lib.osu_options("osu_bw", [65536, 4194304], iterations=100, warmup=10)
+    assert osu_lib.osu_options("osu_bw", [65536], validate=False, iterations=100, warmup=10) == \
         ["-m", "65536:65536", "-x", "10", "-i", "100"]
 
 
 def test_osu_collective_options():
-    assert bm.osu_options("osu_allreduce", [8, 1048576]) == \
+    assert osu_lib.osu_options("osu_allreduce", [8, 1048576]) == \
         ["-m", "8:1048576", "-f", "-c", "-T", "mpi_int"]
-    assert bm.osu_options("osu_bcast", [8, 1048576]) == ["-m", "8:1048576", "-f", "-c"]
+    assert osu_lib.osu_options("osu_bcast", [8, 1048576]) == ["-m", "8:1048576", "-f", "-c"]
     # Barrier has no sizes and no validation (OSU 7.4 rejects -c for it).
-    assert bm.osu_options("osu_barrier", [8]) == ["-f"]
+    assert osu_lib.osu_options("osu_barrier", [8]) == ["-f"]
 
 
 def test_osu_device_buffers_and_pairs():
-    assert bm.osu_options("osu_bw", [8], device="cuda")[:4] == ["-d", "cuda", "D", "D"]
-    assert bm.osu_options("osu_allreduce", [8], device="cuda")[:3] == ["-d", "cuda", "-m"]
-    assert bm.osu_options("osu_mbw_mr", [8, 65536], pairs=4)[-2:] == ["-p", "4"]
+    assert osu_lib.osu_options("osu_bw", [8], device="cuda")[:4] == ["-d", "cuda", "D", "D"]
+    assert osu_lib.osu_options("osu_allreduce", [8], device="cuda")[:3] == ["-d", "cuda", "-m"]
+    assert osu_lib.osu_options("osu_mbw_mr", [8, 65536], pairs=4)[-2:] == ["-p", "4"]
 
 
 def test_osu_sizes_come_from_the_schema_defaults_unless_the_site_sets_them():
-    schema = sites.SITE_SCHEMA["properties"]["partitions"]["additionalProperties"]
-    fill = lambda part: sites.with_defaults(schema, part)["osu"]["sizes"]  # noqa: E731
+    schema = schema_mod.SITE_SCHEMA["properties"]["partitions"]["additionalProperties"]
+    fill = lambda part: schema_mod.with_defaults(schema, part)["osu"]["sizes"]  # noqa: E731
     assert fill({})["latency"] == [8, 4096]
     assert fill({"osu": {"sizes": {"latency": [1, 4096]}}})["latency"] == [1, 4096]
     assert fill({"osu": {"sizes": {"bw": [1024]}}})["latency"] == [8, 4096]
     # null means the default, everywhere
     assert fill({"osu": {"sizes": {"latency": None}}})["latency"] == [8, 4096]
-    assert sites.with_defaults(schema, {"kernels": {"samples": None}})["kernels"]["samples"] == 5
+    assert schema_mod.with_defaults(schema, {"kernels": {"samples": None}})["kernels"]["samples"] == 5
 
 
 def test_osu_binary_layouts(tmp_path):
-    assert bm.osu_binary("/p", "osu_bw") == \
+    assert osu_lib.osu_binary("/p", "osu_bw") == \
         "/p/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_bw"
-    assert bm.osu_binary("/p", "osu_allreduce") == \
+    assert osu_lib.osu_binary("/p", "osu_allreduce") == \
         "/p/libexec/osu-micro-benchmarks/mpi/collective/osu_allreduce"
     # A release that nests its binaries one level deeper is found on disk.
     nested = tmp_path / "libexec" / "osu-micro-benchmarks" / "mpi" / "pt2pt" / "standard"
     nested.mkdir(parents=True)
     (nested / "osu_latency").write_text("")
-    assert bm.osu_binary(str(tmp_path), "osu_latency") == str(nested / "osu_latency")
+    assert osu_lib.osu_binary(str(tmp_path), "osu_latency") == str(nested / "osu_latency")
 
 
 def test_osu_sanity_on_recorded_tables():
     out = parse_osu(read("osu/osu_latency_np2.txt"))
-    bm.check_osu_table(out, "osu_latency", [8, 4096], validate=False)
+    osu_lib.check_osu_table(out, "osu_latency", [8, 4096], validate=False)
     # The table was not run with -c: asking for validation must fail.
     with pytest.raises(Insane, match="no Validation column"):
-        bm.check_osu_table(out, "osu_latency", [8, 4096], validate=True)
+        osu_lib.check_osu_table(out, "osu_latency", [8, 4096], validate=True)
     cut = parse_osu(read("osu/osu_latency_np2_m0-4096.txt"))
     with pytest.raises(Insane, match="stops at 4096 bytes, expected up to 4194304"):
-        bm.check_osu_table(cut, "osu_latency", [8, 4194304], validate=False)
+        osu_lib.check_osu_table(cut, "osu_latency", [8, 4194304], validate=False)
     # OSU 5.x headers read the same way.
     old = parse_osu(read("osu/osu5.3_latency_np2.txt"))
-    bm.check_osu_table(old, "osu_latency", [8, 4096], validate=False)
+    osu_lib.check_osu_table(old, "osu_latency", [8, 4096], validate=False)
     barrier = parse_osu(read("osu/osu_barrier_np2.txt"))
-    bm.check_osu_table(barrier, "osu_barrier", [8], validate=True)
+    osu_lib.check_osu_table(barrier, "osu_barrier", [8], validate=True)
 
 
 VALIDATED_ALLREDUCE = """
@@ -203,7 +207,7 @@ def test_osu_sanity_fails_on_a_failed_validation():
     # on MPI_INT); the run's own abort lines are left out.
     out = parse_osu(VALIDATED_ALLREDUCE)
     with pytest.raises(Insane, match=r"validation failed at sizes \[16\]"):
-        bm.check_osu_table(out, "osu_allreduce", [8, 16], validate=True)
+        osu_lib.check_osu_table(out, "osu_allreduce", [8, 16], validate=True)
 
 
 # ----------------------------------------------------------------- IOR, mdtest
@@ -211,25 +215,25 @@ def test_osu_sanity_fails_on_a_failed_validation():
 def test_ior_options_per_mode():
     common = ["-b", "16m", "-t", "1m", "-s", "4", "-i", "1", "-w", "-r", "-e", "-C", "-g",
               "-o", "F", "-O", "summaryFormat=JSON", "-O", "summaryFile=S"]
-    assert bm.ior_options("posix_fpp", "16m", "1m", 4, 1, "F", "S") == ["-a", "POSIX", "-F"] + common
-    assert bm.ior_options("posix_shared", "16m", "1m", 4, 1, "F", "S") == ["-a", "POSIX"] + common
-    assert bm.ior_options("mpiio_collective", "16m", "1m", 4, 1, "F", "S") == \
+    assert ior_lib.ior_options("posix_fpp", "16m", "1m", 4, 1, "F", "S") == ["-a", "POSIX", "-F"] + common
+    assert ior_lib.ior_options("posix_shared", "16m", "1m", 4, 1, "F", "S") == ["-a", "POSIX"] + common
+    assert ior_lib.ior_options("mpiio_collective", "16m", "1m", 4, 1, "F", "S") == \
         ["-a", "MPIIO", "-c"] + common
 
 
 def test_mdtest_options():
-    assert bm.mdtest_options(1000, 1, "D") == ["-n", "1000", "-i", "1", "-d", "D"]
-    assert bm.mdtest_options(10, 2, "D", write_bytes=4096, tasks_per_node=8, nodes=2) == \
+    assert ior_lib.mdtest_options(1000, 1, "D") == ["-n", "1000", "-i", "1", "-d", "D"]
+    assert ior_lib.mdtest_options(10, 2, "D", write_bytes=4096, tasks_per_node=8, nodes=2) == \
         ["-n", "10", "-i", "2", "-d", "D", "-w", "4096", "-N", "8"]
 
 
 def test_ior_sanity_checks_the_pattern_and_the_ranks():
     out = parse_ior(read("ior/ior_posix_shared_np2.json"))
-    assert bm.check_ior_summary(out, "posix_shared", 2) == 2 * 4 * 16 * MiB
+    assert ior_lib.check_ior_summary(out, "posix_shared", 2) == 2 * 4 * 16 * MiB
     with pytest.raises(Insane, match="not posix_fpp"):
-        bm.check_ior_summary(out, "posix_fpp", 2)
+        ior_lib.check_ior_summary(out, "posix_fpp", 2)
     with pytest.raises(Insane, match="IOR ran 2 tasks, 4 were asked for"):
-        bm.check_ior_summary(out, "posix_shared", 4)
+        ior_lib.check_ior_summary(out, "posix_shared", 4)
 
 
 # mdtest 3.3.0 (the `ior` Spack builds by default offline) prints a colon
@@ -264,9 +268,9 @@ SUMMARY rate: (of 1 iterations)
 def test_mdtest_sanity(text, items):
     out = parse_mdtest(text or read("ior/mdtest_np2_n200.txt"))
     phases = _load_check("ior").MDTEST_PHASES
-    bm.check_mdtest(out, 2, items, phases)
+    ior_lib.check_mdtest(out, 2, items, phases)
     with pytest.raises(Insane, match="items"):
-        bm.check_mdtest(out, 2, items + 1, phases)
+        ior_lib.check_mdtest(out, 2, items + 1, phases)
 
 
 # ----------------------------------------------------------------- Darshan
@@ -446,7 +450,7 @@ def no_spack(tmp_path, monkeypatch):
 def test_develop_setting_reaches_the_partition_extras(tmp_path, no_spack):
     site_dir = _site_copy(tmp_path)
     _edit(site_dir, lambda d: d["spack"].update(develop={"stream": "src/STREAM@5.10"}))
-    extras = sites.partition_extras(site_dir, "default")["hpc_health"]
+    extras = reframe_glue.partition_extras(site_dir, "default")["hpc_health"]
     assert extras["spack"]["develop"] == {"stream": "src/STREAM@5.10"}
     assert extras["stream"]["ntimes"] == 20
 
@@ -464,7 +468,7 @@ def test_a_bootstrapped_spack_brings_the_kit_defaults_and_the_site_wins(tmp_path
                                                     "osu-micro-benchmarks": "/kit/osu@7.4"}}))
     site_dir = _site_copy(tmp_path)
     _edit(site_dir, lambda d: d["spack"].update(develop={"stream": "src/STREAM@5.10"}))
-    spack_cfg = sites.partition_extras(site_dir, "default")["hpc_health"]["spack"]
+    spack_cfg = reframe_glue.partition_extras(site_dir, "default")["hpc_health"]["spack"]
     assert spack_cfg["builtin_repo"] == "/kit/builtin"
     assert spack_cfg["source_mirror"] == "/kit/mirror"
     assert spack_cfg["develop"] == {"stream": "src/STREAM@5.10",
@@ -486,7 +490,8 @@ def _load_check(name):
 
 
 def _load_lib(name):
-    return importlib.import_module(f"hpc_health.checklib.{name}")
+    package = "jobside" if name == "spackenv" else "checklib"
+    return importlib.import_module(f"hpc_health.{package}.{name}")
 
 
 # ---- several runs in one job: marker lines split the output ----------------
@@ -523,7 +528,7 @@ def test_a_spack_failure_says_its_first_error_on_the_line_the_table_shows():
     assert first.startswith("spack install --fail-fast failed (exit 1): ==> Error: FetchError: "
                             "All fetchers failed for spack-stage-compiler-wrapper")
     # The verdict's reason is that first line.
-    from hpc_health.results import Measurement
+    from hpc_health.judge.results import Measurement
     m = Measurement(test="OsuBuild", check="OsuBuild", system="s", partition="p", environ="e",
                     variable=None, result="fail", fail_phase="sanity",
                     fail_reason=f"hpc-health: {excerpt}")

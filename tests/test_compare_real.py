@@ -4,10 +4,10 @@ the two sites compared there.  (Before/after on one site, with an injected
 regression and a clean pair: tests/test_acceptance.py.)"""
 
 import pytest
-from sandbox import add_site, spack_hidden  # noqa: F401 - a fixture
+from sandbox import add_site
 
+from bench import local_mpi
 from bench.fault_injection import hpc_health_run
-from hpc_health import local_mpi
 
 # About comparing runs, not building: the kernels build with CMake.
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("spack_hidden")]

@@ -17,9 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from hpc_health import paths, runner, sites
-from hpc_health.checklib import benchmarks as bm
+from hpc_health import paths
+from hpc_health.checklib import osu as osu_lib
+from hpc_health.checklib import stream as stream_lib
 from hpc_health.checklib.builds import spec_name
+from hpc_health.run import command
+from hpc_health.site import reframe_glue, sites
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -35,7 +38,7 @@ def _candidate_sites():
         try:
             sites.load("local-slurm")
             names.append("local-slurm")
-        except Exception:  # noqa: BLE001 - an unfinished site is not ours to test
+        except Exception:  # an unfinished site is not ours to test
             pass
     return names
 
@@ -49,8 +52,8 @@ def dry_run(request, tmp_path_factory):
     site = sites.load(name)
     out = tmp_path_factory.mktemp(f"dry-{name}")
     report = out / "report.json"
-    cmd = [runner.reframe_executable(), "-C", str(site.reframe_config), "--system", name]
-    for check in runner.check_files():
+    cmd = [command.reframe_executable(), "-C", str(site.reframe_config), "--system", name]
+    for check in command.check_files():
         cmd += ["-c", check]
     cmd += ["--dry-run", "--prefix", str(out), "--report-file", str(report)]
     # Site configs name Lmod modules; no module command is needed to write
@@ -91,7 +94,7 @@ def launch_line(text, marker):
 
 
 def ensure_args(build_script):
-    line = launch_line(build_script, "hpc_health.checklib.spackenv ensure")
+    line = launch_line(build_script, "hpc_health.jobside.spackenv ensure")
     assert line.endswith('|| echo "hpc-health: spackenv failed with exit $?"')
     args = shlex.split(line.split(" || ")[0])
     specs = [args[i + 1] for i, a in enumerate(args) if a == "--spec"]
@@ -132,13 +135,13 @@ def test_build_scripts_ensure_the_spack_environments(dry_run):
         cfg = settings(site, part)
         # What the checks see: the site's Spack settings, and where a Spack
         # bootstrapped from a kit is the one used, the kit's for those unset.
-        spack = sites.partition_extras(site.dir, part["name"])["hpc_health"]["spack"]
+        spack = reframe_glue.partition_extras(site.dir, part["name"])["hpc_health"]["spack"]
         develop = spack["develop"]
         # The site's settings with the schema's defaults filled in.
         stream_cfg, ior_cfg = cfg["stream"], cfg["ior"]
-        size = stream_cfg.get("array_size") or bm.stream_array_size(part["processor"])
+        size = stream_cfg.get("array_size") or stream_lib.stream_array_size(part["processor"])
         expected = {
-            "StreamBuild": [bm.stream_spec(stream_cfg["spec"], size, stream_cfg["ntimes"])],
+            "StreamBuild": [stream_lib.stream_spec(stream_cfg["spec"], size, stream_cfg["ntimes"])],
             "OsuBuild": [cfg["osu"]["spec"]],
             "IorBuild": [ior_cfg["spec"], ior_cfg["darshan_runtime_spec"],
                          ior_cfg["darshan_util_spec"]],
@@ -202,7 +205,7 @@ def test_stream_jobs_run_the_c_binary_on_every_core(dry_run):
         assert f"OMP_NUM_THREADS=$t {binary}; done; done" in text
         assert "export OMP_PROC_BIND=spread" in text and "export OMP_PLACES=cores" in text
         series = script(cases[("StreamTriadScaling", part["name"], env["name"])], "job")
-        counts = stream_cfg.get("thread_counts") or bm.thread_series(threads)
+        counts = stream_cfg.get("thread_counts") or stream_lib.thread_series(threads)
         assert f"for s in $(seq {samples}); do for t in {' '.join(map(str, counts))}; do" \
             in series
         assert f"OMP_NUM_THREADS=$t {binary}" in series
@@ -236,7 +239,7 @@ def test_osu_jobs(dry_run):
             else:
                 assert inter["result"] == "skip"
                 assert "needs 2 nodes" in inter["skip_reason"]
-        for bench in bm.COLLECTIVES:
+        for bench in osu_lib.COLLECTIVES:
             tc = cases[(f"OsuCollective %benchmark={bench}", part["name"], env["name"])]
             ntasks = nodes(site, part) * ranks_per_node(site, part)
             line = launch_line(script(tc, "job"), bench)

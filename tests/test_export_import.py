@@ -322,7 +322,8 @@ def _store(monkeypatch, path):
 
 def test_samples_in_stage_dirs_and_moved_stores_are_carried_those_outside_are_not(
         tmp_path, monkeypatch):
-    from hpc_health import portable, results, store
+    from hpc_health.judge import results
+    from hpc_health.store import importer, portable, rundirs
     src = _store(monkeypatch, tmp_path / "src")
     rid = "20261101T020000Z"
     tcs = [case("A", "triad", 1.0, "MB/s"), case("B", "triad", 2.0, "MB/s"),
@@ -339,7 +340,7 @@ def test_samples_in_stage_dirs_and_moved_stores_are_carried_those_outside_are_no
     tcs[3]["outputdir"] = str(tmp_path / "elsewhere")                  # not the run's
     (d / "report.json").write_text(json.dumps({"runs": [{"testcases": tcs}]}))
     out = tmp_path / "x.json.gz"
-    written = portable.export([("other", rid, store.runs_dir("other") / rid)], out)
+    written = portable.export([("other", rid, rundirs.runs_dir("other") / rid)], out)
     assert written.runs == [("other", rid)]
     files = portable.read(out).runs[0].files
     assert sorted(files) == ["output/c/hpc-health-samples.json",
@@ -347,7 +348,7 @@ def test_samples_in_stage_dirs_and_moved_stores_are_carried_those_outside_are_no
                              "stage/b/hpc-health-samples.json"]
 
     _store(monkeypatch, tmp_path / "dst")
-    done = portable.import_file(out, say=lambda line: None)
+    done = importer.import_file(out, say=lambda line: None)
     assert [e.name for e, _ in done.added] == [f"other:{rid}"]
     report = results.load_report(done.added[0][1] / "report.json")
     got = [results.case_samples(tc) for tc in report["runs"][0]["testcases"]]
@@ -360,21 +361,21 @@ def test_an_import_that_fails_half_way_leaves_the_store_as_it_was(
         shared_export, tmp_path, monkeypatch, where):
     import errno
 
-    from hpc_health import portable, store
+    from hpc_health.store import importer, portable, rundirs
     _, out, _ = shared_export
     dst = _store(monkeypatch, tmp_path / "dst")
     _runs(dst, "local")
     before = _listing(dst)
     calls = []
     if where == "staging":                  # the disk fills while writing the runs
-        real = store.write_json
+        real = rundirs.write_json
 
         def write_json(path, data):
             calls.append(path)
             if len(calls) == 7:
                 raise OSError(errno.ENOSPC, "No space left on device", str(path))
             return real(path, data)
-        monkeypatch.setattr(store, "write_json", write_json)
+        monkeypatch.setattr(rundirs, "write_json", write_json)
     else:                                   # the second run cannot be renamed into place
         real = os.rename
 
@@ -385,21 +386,21 @@ def test_an_import_that_fails_half_way_leaves_the_store_as_it_was(
             return real(a, b)
         monkeypatch.setattr(portable.os, "rename", rename)
     with pytest.raises(OSError):
-        portable.import_file(out, say=lambda line: None)
+        importer.import_file(out, say=lambda line: None)
     assert calls
     assert _listing(dst) == before
-    assert not (dst / "runs" / "other").exists() and not (dst / portable.STAGING).exists()
+    assert not (dst / "runs" / "other").exists() and not (dst / importer.STAGING).exists()
 
 
 def test_runs_of_a_site_measured_here_are_imported_with_a_note(tmp_path, monkeypatch):
-    from hpc_health import portable, store
+    from hpc_health.store import importer, portable, rundirs
     src = _store(monkeypatch, tmp_path / "src")
     _runs(src, "local", n=1, first=20)
     out = tmp_path / "x.json"
     portable.export([("local", "20261120T020000Z",
-                      store.runs_dir("local") / "20261120T020000Z")], out)
+                      rundirs.runs_dir("local") / "20261120T020000Z")], out)
     _runs(_store(monkeypatch, tmp_path / "dst"), "local", n=2)
-    done = portable.import_file(out, say=lambda line: None)
+    done = importer.import_file(out, say=lambda line: None)
     assert len(done.added) == 1
     assert done.notes == ["site local also has runs measured in this store: the imported ones "
                           "join its history and run sets"]

@@ -227,7 +227,7 @@ def test_a_busy_node_is_named_beside_the_verdicts(tmp_path):
 
 
 def test_the_node_snapshots_count_other_sessions_only():
-    from hpc_health import nodeload
+    from hpc_health.jobside import nodeload
     before = {"time": 0.0, "load": 0.5, "cpus": 2, "ours": [0, 7],
               "procs": {"10": ["mpirun", 1.0, 7], "20": ["stress", 5.0, 20],
                         "30": ["kworker", 1.0, 0]}}
@@ -246,7 +246,7 @@ def test_the_node_snapshots_count_other_sessions_only():
 def test_load_of_processes_no_snapshot_saw_is_counted():
     # The node spent 2.5 cores; our session 1 core; the processes seen in
     # both snapshots nothing: 1.5 cores came from processes that came and went.
-    from hpc_health import nodeload
+    from hpc_health.jobside import nodeload
     before = {"time": 0.0, "load": 0.5, "cpus": 2, "ours": [0, 7], "node_cpu_s": 100.0,
               "procs": {"10": ["mpirun", 1.0, 7]}}
     after = {"time": 10.0, "load": 2.1, "cpus": 2, "ours": [0, 7], "node_cpu_s": 125.0,
@@ -261,7 +261,7 @@ def test_a_loop_of_short_processes_makes_the_node_busy():
     """A job made of short processes started one after another (a loop
     running a benchmark again and again): none is alive at both snapshots,
     yet the node is named busy, and the loop is named."""
-    from hpc_health import nodeload
+    from hpc_health.jobside import nodeload
     burn = f"{sys.executable} -c 'import time; t = time.time()\nwhile time.time() - t < 0.1: pass'"
     loop = subprocess.Popen(["sh", "-c", f"while :; do {burn}; done"], start_new_session=True)
     try:

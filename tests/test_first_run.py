@@ -10,7 +10,7 @@ import pytest
 import yaml
 from sandbox import REPO, hpc_health, make_root
 
-from hpc_health import hardware, sites
+from hpc_health.site import hardware, sites
 
 BARRIER_ONLY = "barrier.py"
 
@@ -161,8 +161,9 @@ def test_site_selection_env_then_hostnames_then_local(monkeypatch):
 
 
 def test_an_xfail_reference_is_a_known_issue_not_a_failure(tmp_path):
-    from hpc_health import references, verdicts
-    from hpc_health.results import Measurement
+    from hpc_health.judge import verdicts
+    from hpc_health.judge.results import Measurement
+    from hpc_health.store import references
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump({"T": {"s:p": {"lat": ["$xfail", "ticket 42: slow fabric",
                                                           [1.0, -0.1, 0.1, "us"]]}}}))

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from hpc_health import local_mpi as mpi_env
+from bench import local_mpi as mpi_env
 from hpc_health.parsers import ParseError
 from hpc_health.parsers.kernels import parse_barrier, parse_halo
 

@@ -22,8 +22,8 @@ import pytest
 import yaml
 from sandbox import environ, hpc_health, make_root
 
+from bench import local_mpi
 from bench.fault_injection.tools import build_pmpi_delay
-from hpc_health import local_mpi
 
 pytestmark = [
     pytest.mark.slow,

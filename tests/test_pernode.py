@@ -2,8 +2,8 @@
 
 from store_fixtures import series
 
-from hpc_health import pernode
-from hpc_health.results import Measurement
+from hpc_health.judge import pernode
+from hpc_health.judge.results import Measurement
 
 TRIAD = series("stream_triad_1t")
 LAT = series("osu_latency_4KiB")

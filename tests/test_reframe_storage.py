@@ -15,7 +15,8 @@ import pytest
 import yaml
 from sandbox import REPO, environ, hpc_health, make_root, store
 
-from hpc_health import runner, sites
+from hpc_health.run import command
+from hpc_health.site import reframe_glue, sites
 
 SITES = sorted(p.name for p in (REPO / "site_configs").iterdir()
                if (p / "reframe_config.py").is_file())
@@ -34,21 +35,21 @@ def test_results_db_defaults_to_the_store(tmp_path, monkeypatch):
     monkeypatch.setenv("HPC_HEALTH_STORE", str(tmp_path / "store"))
     site = _site_with(tmp_path)
     assert site.settings.get("reframe_results_db") is None
-    assert sites.results_db(site) == tmp_path / "store" / "reframe-results.db"
+    assert reframe_glue.results_db(site) == tmp_path / "store" / "reframe-results.db"
     monkeypatch.delenv("HPC_HEALTH_STORE")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    assert sites.results_db(site) == tmp_path / "data" / "hpc-health" / "reframe-results.db"
+    assert reframe_glue.results_db(site) == tmp_path / "data" / "hpc-health" / "reframe-results.db"
 
 
 def test_results_db_honours_the_site_setting(tmp_path, monkeypatch):
     monkeypatch.setenv("HPC_HEALTH_STORE", str(tmp_path / "store"))
     site = _site_with(tmp_path, reframe_results_db="db/results.db")
     # Relative to the site folder, like every path in site.yaml.
-    assert sites.results_db(site) == site.dir / "db" / "results.db"
+    assert reframe_glue.results_db(site) == site.dir / "db" / "results.db"
     monkeypatch.setenv("SHARED", str(tmp_path / "shared"))
     site = _site_with(tmp_path / "b", reframe_results_db="$SHARED/rfm.db")
-    assert sites.results_db(site) == tmp_path / "shared" / "rfm.db"
-    assert sites.reframe_storage(site.dir) == [
+    assert reframe_glue.results_db(site) == tmp_path / "shared" / "rfm.db"
+    assert reframe_glue.reframe_storage(site.dir) == [
         {"enable": True, "backend": "sqlite", "sqlite_db_file": str(tmp_path / "shared" / "rfm.db")}]
 
 
@@ -60,7 +61,7 @@ def test_every_reframe_config_stores_results_in_the_sites_db(name, tmp_path, mon
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     storage = module.site_configuration["storage"]
-    assert storage == sites.reframe_storage(path.parent)
+    assert storage == reframe_glue.reframe_storage(path.parent)
     assert storage[0]["enable"] and storage[0]["sqlite_db_file"] == str(
         tmp_path / "store" / "reframe-results.db")
     # Loading the configuration creates nothing; ReFrame creates the
@@ -70,7 +71,7 @@ def test_every_reframe_config_stores_results_in_the_sites_db(name, tmp_path, mon
 
 def _reframe(root, *args):
     """ReFrame itself, as a user runs it, on the sandbox's local site."""
-    cmd = [runner.reframe_executable(), "-C",
+    cmd = [command.reframe_executable(), "-C",
            str(root / "site_configs" / "local" / "reframe_config.py"), *args]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=environ(root),
                          cwd=root.parent)

@@ -6,7 +6,10 @@ import json
 import pytest
 from store_fixtures import case
 
-from hpc_health import capture, results, runner, sites, stats, verdicts
+from hpc_health.judge import results, stats, verdicts
+from hpc_health.run import command
+from hpc_health.site import sites
+from hpc_health.store import capture
 
 ROUNDS_CMD = "reframe -C x --system s --distribute=all --reruns=2 -r"
 RETRY_CMD = "reframe -C x --system s --max-retries=2 -r"
@@ -78,13 +81,13 @@ def test_a_retry_that_passes_replaces_the_failed_attempt(tmp_path):
 
 def test_per_node_runs_take_the_sites_rounds():
     site = sites.load("local-slurm")
-    assert runner.rounds_for(site, per_node=True) == site.settings["per_node_rounds"] > 1
-    assert runner.rounds_for(site, per_node=False) == 1
-    assert runner.rounds_for(site, per_node=True, rounds=5) == 5
-    cmd = runner.reframe_command(site, "batch", per_node=True, rounds=3,
+    assert command.rounds_for(site, per_node=True) == site.settings["per_node_rounds"] > 1
+    assert command.rounds_for(site, per_node=False) == 1
+    assert command.rounds_for(site, per_node=True, rounds=5) == 5
+    cmd = command.reframe_command(site, "batch", per_node=True, rounds=3,
                                  prefix="/tmp/p", report="/tmp/r.json")
     assert "--reruns=2" in cmd and "--distribute=all" in cmd
-    assert "--reruns" not in " ".join(runner.reframe_command(site, "batch", prefix="/tmp/p",
+    assert "--reruns" not in " ".join(command.reframe_command(site, "batch", prefix="/tmp/p",
                                                              report="/tmp/r.json"))
 
 
@@ -111,11 +114,11 @@ def test_a_skipped_round_is_not_a_failed_one(tmp_path):
 
 def test_other_runs_and_captures_take_the_sites_rounds():
     site = sites.load("local")
-    assert runner.rounds_for(site, per_node=False) == 1
+    assert command.rounds_for(site, per_node=False) == 1
     site.settings["rounds"] = 4
-    assert runner.rounds_for(site, per_node=False) == 4
-    assert runner.rounds_for(site, per_node=False, rounds=2) == 2
-    assert runner.rounds_for(site, per_node=True) == 1      # per_node_rounds unset
+    assert command.rounds_for(site, per_node=False) == 4
+    assert command.rounds_for(site, per_node=False, rounds=2) == 2
+    assert command.rounds_for(site, per_node=True) == 1      # per_node_rounds unset
 
 
 def test_references_record_their_rounds_and_a_run_with_fewer_is_told(tmp_path):

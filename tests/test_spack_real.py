@@ -19,7 +19,7 @@ import pytest
 import yaml
 from sandbox import hpc_health, make_root
 
-from hpc_health import spack_kit
+from hpc_health.site import spack_kit
 
 pytestmark = [pytest.mark.slow, pytest.mark.spack]
 

@@ -29,7 +29,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpc_health import paths, references, results, verdicts
+from hpc_health import paths
+from hpc_health.judge import results, verdicts
+from hpc_health.store import references
 
 from . import quiet
 from .faults import FAULTS

@@ -8,7 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
-from hpc_health import local_mpi
+from bench import local_mpi
 
 from .system import run
 

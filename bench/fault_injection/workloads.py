@@ -16,7 +16,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpc_health import local_mpi, stats
+from bench import local_mpi
+from hpc_health.judge import stats
 from hpc_health.parsers.ior import parse_ior
 from hpc_health.parsers.kernels import parse_barrier, parse_halo
 from hpc_health.parsers.osu import parse_osu, value_at

@@ -1,7 +1,10 @@
 """The check library: what hpc-health's ReFrame checks (``reframe_checks/``)
-are built from -- build fixtures, Spack environments, launches, samples and
-the site settings as a check sees them.
+are built from.  One module per benchmark (``stream``, ``osu``, ``ior``,
+``kernels``, with ``darshan`` around IOR): its build fixture, the options
+and sanity of a run, its base class; and what they share: ``check``
+(HealthCheck), ``builds`` (SpackBuild), ``launches``, ``shell``.
 
 Layering: this package imports ReFrame and the core (parsers, statistics,
-references); the core never imports it, and the command line sits on top.
+references, site settings); the core never imports it, and the command
+layer (``cli/``, ``run/``) sits on top.
 """

@@ -11,10 +11,10 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
-from hpc_health.checklib import spackenv
 from hpc_health.checklib.check import RecordedSkip, settings
+from hpc_health.jobside import spackenv
 
-_SPACKENV_MODULE = 'hpc_health.checklib.spackenv'
+_SPACKENV_MODULE = 'hpc_health.jobside.spackenv'
 
 
 def spack_executable(test):
@@ -195,3 +195,15 @@ class SpackBuild(RecordedSkip, rfm.CompileOnlyRegressionTest):
         if self.is_dry_run():
             return placeholder_prefix(self, self.spack_env_name, name)
         return self.build_record()['prefixes'][name]
+
+
+def with_toolchain(test, specs):
+    """Add the programming environment's compiler to every root spec.
+
+    A site with several toolchains (Cray's PrgEnv-cray and PrgEnv-gnu) names
+    the compiler of each ReFrame environment in its ``extras``
+    (``spack_toolchain: '%cce'``); each environment has its own Spack
+    environment, so the builds differ as the toolchains do.
+    """
+    toolchain = (test.current_environ.extras or {}).get('spack_toolchain')
+    return [f'{s} {toolchain}' for s in specs] if toolchain else list(specs)

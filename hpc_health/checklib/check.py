@@ -1,7 +1,7 @@
 """The base of every hpc-health check: declared figures, site settings and
 references bound to hardware.
 
-A check declares its figures (:class:`hpc_health.figures.Figure`) and says
+A check declares its figures (:class:`hpc_health.judge.figures.Figure`) and says
 how to get its samples (a method returning one parsed output per sample);
 this base turns the declarations into ReFrame's ``perf_variables``, writes
 the per-sample figures hpc-health judges, records which way is better for
@@ -21,11 +21,13 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, variable, xfail
 
-from hpc_health import hardware, nodeload, references
 from hpc_health.checklib.shell import quote
-from hpc_health.figures import HIGHER, validate_all
-from hpc_health.results import SAMPLES_FILE
-from hpc_health.stats import location
+from hpc_health.jobside import nodeload
+from hpc_health.judge.figures import HIGHER, validate_all
+from hpc_health.judge.results import SAMPLES_FILE
+from hpc_health.judge.stats import location
+from hpc_health.site import hardware
+from hpc_health.store import references
 
 _BEFORE, _AFTER = 'node-before.json', 'node-after.json'
 
@@ -45,7 +47,7 @@ class RecordedSkip(rfm.RegressionTestPlugin):
 
 def settings(test):
     """The site's validated settings of the test's partition (``site.yaml``
-    with every default filled in, see :mod:`hpc_health.sites`)."""
+    with every default filled in, see :mod:`hpc_health.site.schema`)."""
     return test.current_partition.extras.get('hpc_health', {})
 
 
@@ -69,6 +71,15 @@ def ranks_per_node(test):
 
 def num_nodes(test):
     return int(settings(test).get('nodes') or 1)
+
+
+# The checks' sanity functions call plain functions on parsed outputs
+# (check_stream_run, check_osu_table, ...), which raise this; the check turns
+# it into ReFrame's SanityError.  Plain functions, so the tests can call them
+# on recorded outputs.
+
+class Insane(ValueError):
+    """A benchmark output that must not produce figures."""
 
 
 @functools.lru_cache(maxsize=8)
@@ -132,7 +143,7 @@ class HealthCheck(RecordedSkip, rfm.RunOnlyRegressionTest):
                 setattr(self, attr, setting(self, f'{section}.{key}'))
 
     #: What other processes did on the node while the benchmark ran
-    #: (:mod:`hpc_health.nodeload`); hpc-health names a busy node beside
+    #: (:mod:`hpc_health.jobside.nodeload`); hpc-health names a busy node beside
     #: the verdicts.
     node_load = variable(typ.Dict[str, object], value={})
 
@@ -140,7 +151,7 @@ class HealthCheck(RecordedSkip, rfm.RunOnlyRegressionTest):
     def finish_job_script(self):
         """Last touches once every hook has set the job up: the repeated
         launches, and a snapshot of the node around the benchmark."""
-        snap = f'{quote(sys.executable)} -m hpc_health.nodeload snapshot'
+        snap = f'{quote(sys.executable)} -m hpc_health.jobside.nodeload snapshot'
         self.prerun_cmds = [f'{snap} {_BEFORE} 2>/dev/null || true'] + list(self.prerun_cmds)
         # Right after the benchmark, keeping its exit code for what follows.
         self.postrun_cmds = [f'_hh_rc=$?; {snap} {_AFTER} 2>/dev/null; (exit $_hh_rc)'] + \
@@ -178,7 +189,7 @@ class HealthCheck(RecordedSkip, rfm.RunOnlyRegressionTest):
                 if fig.source not in sources:
                     sources[fig.source] = getattr(self, fig.source)()
                 values = [read(s) for s in sources[fig.source]]
-            except Exception as err:   # noqa: BLE001 - one figure, not the run
+            except Exception as err:   # one figure, not the run
                 errors[name] = f'{type(err).__name__}: {err}'
                 continue
             if values and all(v is None for v in values):

@@ -1,8 +1,10 @@
-"""The base of the OSU Micro-Benchmarks checks (``reframe_checks/osu*.py``):
-build fixture, settings, launches, the tables of every launch, and where
-the ranks ran."""
+"""The OSU Micro-Benchmarks in the check library: the build fixture, the
+options of a run and where its binary is, the sanity of a table, and
+:class:`OsuBase`, the base of the checks in ``reframe_checks/osu*.py``
+(settings, launches, the tables of every launch, and where the ranks ran)."""
 
 import functools
+import glob
 import os
 
 import reframe.utility.sanity as sn
@@ -10,15 +12,98 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from hpc_health.checklib import benchmarks as bm
-from hpc_health.checklib.check import HealthCheck, num_nodes, setting
+from hpc_health.checklib.builds import SpackBuild, with_toolchain
+from hpc_health.checklib.check import HealthCheck, Insane, num_nodes, setting, settings
 from hpc_health.checklib.launches import RepeatedLaunches
 from hpc_health.checklib.shell import shell_path
-from hpc_health.figures import MESSAGE_SIZES, Figure
+from hpc_health.judge.figures import MESSAGE_SIZES, Figure
 from hpc_health.parsers import ParseError
 from hpc_health.parsers import osu as osu_parser
 
 _HOSTS = 'rank-hosts.txt'
+
+COLLECTIVES = ('osu_barrier', 'osu_allreduce', 'osu_alltoall', 'osu_bcast')
+ONE_SIDED = ('osu_put_latency', 'osu_get_latency', 'osu_put_bw', 'osu_get_bw',
+             'osu_put_bibw', 'osu_acc_latency', 'osu_fop_latency', 'osu_cas_latency')
+
+
+def osu_options(benchmark, sizes, validate=True, iterations=None, warmup=None,
+                device=None, pairs=None):
+    """Command-line options of one OSU benchmark run.
+
+    Only the gated range is run (``-m MIN:MAX``), which is also the size the
+    table must reach.  ``-f`` exists only for collectives (pt2pt rejects it in
+    OSU 7) and gives min/max latency over ranks.  ``-c`` validates the data
+    (OSU 7; barrier has none).  OSU 7.4 validates MPI_CHAR sums with a
+    char-sized expected value, which fails from 16 B up, so allreduce is
+    validated on MPI_INT.
+    """
+    opts = []
+    collective = benchmark in COLLECTIVES
+    if device:
+        # pt2pt names a buffer location per rank; collectives have one.
+        opts += ['-d', device] + ([] if collective else ['D', 'D'])
+    if benchmark != 'osu_barrier':
+        opts += ['-m', f'{min(sizes)}:{max(sizes)}']
+    if collective:
+        opts += ['-f']
+    if validate and benchmark != 'osu_barrier':
+        opts += ['-c']
+        if benchmark == 'osu_allreduce':
+            opts += ['-T', 'mpi_int']
+    if benchmark == 'osu_mbw_mr' and pairs:
+        opts += ['-p', str(pairs)]
+    if warmup:
+        opts += ['-x', str(warmup)]
+    if iterations:
+        opts += ['-i', str(iterations)]
+    return opts
+
+
+def osu_binary(prefix, benchmark):
+    """Path of an OSU MPI benchmark below an install prefix: the installed
+    tree when it can be looked at (layouts differ between releases), else
+    the 5.x-7.x layout ``libexec/osu-micro-benchmarks/mpi/{pt2pt,collective,one-sided}``."""
+    kind = ('collective' if benchmark in COLLECTIVES else
+            'one-sided' if benchmark in ONE_SIDED else 'pt2pt')
+    default = os.path.join(prefix, 'libexec', 'osu-micro-benchmarks', 'mpi',
+                           kind, benchmark)
+    if os.path.isfile(default):
+        return default
+    found = sorted(glob.glob(os.path.join(prefix, 'libexec', 'osu-micro-benchmarks',
+                                          'mpi', '**', benchmark), recursive=True))
+    return found[0] if found else default
+
+
+class OsuBuild(SpackBuild):
+    """The OSU Micro-Benchmarks (site setting ``osu.spec``, e.g. with
+    ``+cuda`` on a GPU partition)."""
+
+    spack_env_name = 'osu'
+    spack_specs = []
+
+    @run_after('setup')
+    def set_spec(self):
+        spec = settings(self)['osu']['spec']
+        self.spack_specs = with_toolchain(self, [spec])
+
+
+def check_osu_table(out, benchmark, sizes, validate):
+    """A parsed OSU table: it reaches the largest requested size, has every
+    gated size, and every row passed validation where -c was given."""
+    if benchmark != 'osu_barrier':
+        try:
+            osu_parser.require_complete(out, max(sizes))
+            for size in sizes:
+                osu_parser.value_at(out, size, out['columns'][1])
+        except ParseError as err:
+            raise Insane(str(err)) from None
+    if validate and benchmark != 'osu_barrier':
+        if 'validation' not in out['columns']:
+            raise Insane(f'{benchmark} printed no Validation column although -c was given')
+        failed = [row['size'] for row in out['rows'] if row['validation'] != 'Pass']
+        if failed:
+            raise Insane(f'{benchmark} data validation failed at sizes {failed}')
 
 
 def at_size(column):
@@ -38,7 +123,7 @@ class OsuBase(HealthCheck, RepeatedLaunches):
     A check with a ``placement`` parameter runs ``intra_node`` (shared
     memory) or ``inter_node`` (one rank on each of two nodes: the fabric)."""
 
-    osu = fixture(bm.OsuBuild, scope='environment')
+    osu = fixture(OsuBuild, scope='environment')
     valid_systems = ['+mpi']
     valid_prog_environs = ['+mpi']
     exclusive_access = True
@@ -86,8 +171,8 @@ class OsuBase(HealthCheck, RepeatedLaunches):
     @run_before('run')
     def set_executable(self):
         prefix = self.osu.prefix('osu-micro-benchmarks')
-        self.executable = shell_path(bm.osu_binary(prefix, self.benchmark))
-        self.executable_opts = bm.osu_options(self.benchmark, self.sizes, self.validate,
+        self.executable = shell_path(osu_binary(prefix, self.benchmark))
+        self.executable_opts = osu_options(self.benchmark, self.sizes, self.validate,
                                               self.iterations, self.warmup, self.device,
                                               getattr(self, 'pairs', None))
         if self.inter_node:
@@ -100,8 +185,8 @@ class OsuBase(HealthCheck, RepeatedLaunches):
         for i, body in enumerate(self.launch_outputs(self.benchmark), 1):
             try:
                 tables.append(osu_parser.parse_osu(body))
-                bm.check_osu_table(tables[-1], self.benchmark, self.sizes, self.validate)
-            except (ParseError, bm.Insane) as err:
+                check_osu_table(tables[-1], self.benchmark, self.sizes, self.validate)
+            except (ParseError, Insane) as err:
                 raise SanityError(f'{self.benchmark} output, launch {i}: {err}') from None
         return tables
 

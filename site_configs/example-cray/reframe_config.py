@@ -10,7 +10,7 @@ L3 caches listed below.
 
 import os
 
-from hpc_health.sites import partition_extras, reframe_storage
+from hpc_health.site.reframe_glue import partition_extras, reframe_storage
 
 _SITE_DIR = os.path.dirname(os.path.abspath(__file__))
 

@@ -9,7 +9,7 @@ checks through each partition's ``extras`` (see site.yaml).
 
 import os
 
-from hpc_health.sites import partition_extras, reframe_storage
+from hpc_health.site.reframe_glue import partition_extras, reframe_storage
 
 _SITE_DIR = os.path.dirname(os.path.abspath(__file__))
 

@@ -17,7 +17,7 @@ import os
 
 from reframe.utility.cpuinfo import cpuinfo
 
-from hpc_health.sites import partition_extras, reframe_storage
+from hpc_health.site.reframe_glue import partition_extras, reframe_storage
 
 _SITE_DIR = os.path.dirname(os.path.abspath(__file__))
 

@@ -1,0 +1,52 @@
+"""What every command shares: one line and exit code 2 for a configuration
+error, the --site option, the note on damaged runs."""
+
+import sqlite3
+
+import click
+
+from hpc_health.errors import ConfigError
+
+
+class ErrorGroup(click.Group):
+    """Turns configuration errors into one clear line and exit code 2."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except ConfigError as err:
+            click.echo(f"hpc-health: error: {err}", err=True)
+            ctx.exit(2)
+        except sqlite3.Error as err:
+            click.echo(f"hpc-health: error: the store's index: {err}: try again, or delete "
+                       "index.sqlite in the store (it is rebuilt from the run directories)",
+                       err=True)
+            ctx.exit(2)
+        except OSError as err:
+            # A full or read-only file system, a directory we may not write:
+            # one line naming the file, and nothing half-written (every
+            # store write is atomic).
+            where = err.filename or "?"
+            click.echo(f"hpc-health: error: {where}: {err.strerror or err}: free space or "
+                       "choose another directory (HPC_HEALTH_STORE)", err=True)
+            ctx.exit(2)
+
+
+def _resolve_site(ctx, param, value):
+    from hpc_health.site import sites
+    name, why = sites.choose(value)
+    ctx.meta["site_chosen_because"] = why
+    return name
+
+
+def site_option(f):
+    return click.option(
+        "--site", callback=_resolve_site, metavar="SITE",
+        help="Site folder under site_configs/ (default: $HPC_HEALTH_SITE, else the site "
+             "whose ReFrame hostnames match this host, else local).")(f)
+
+
+
+def say_note(listing):
+    if listing.damaged:
+        click.echo(f"hpc-health: {listing.note()}", err=True)

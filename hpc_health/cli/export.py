@@ -1,0 +1,67 @@
+"""``hpc-health export`` and ``import``: runs carried between stores."""
+
+import click
+
+from hpc_health.cli.common import site_option
+
+
+@click.command("export")
+@site_option
+@click.argument("run_sets", nargs=-1, required=True, metavar="SET [SET ...]")
+@click.option("--output", "-o", "output", required=True, type=click.Path(dir_okay=False),
+              metavar="FILE", help="The file to write (gzip-compressed JSON; plain JSON when "
+                                   "FILE ends in .json).")
+def export_cmd(site, run_sets, output):
+    """Write stored runs to one portable file for another site's store.
+
+    SET is a run set as for compare (RUN_ID, latest, last:N, tag:NAME,
+    since:DATE, A..B, optionally SITE:); whole runs are exported.  The file
+    holds each run's report, samples, verdicts and provenance with a
+    checksum, and the declared capabilities of the sites known here.
+    """
+    from hpc_health.site import sites
+    from hpc_health.store import index, portable, runsets
+    with index.open_index() as idx:
+        known = sites.available()
+        runs = [r for text in run_sets for item in text.split(",") if item
+                for r in runsets.resolve(idx, item, site, known).runs]
+    written = portable.export(runs, output)
+    per_site = ", ".join(f"{n} of {s}" for s, n in written.sites().items())
+    click.echo(f"wrote {written.path}: {len(written.runs)} run"
+               f"{'s' if len(written.runs) > 1 else ''} ({per_site}), {_size(written.size)}")
+
+
+def _size(n):
+    for unit in ("bytes", "KiB", "MiB"):
+        if n < 1024 or unit == "MiB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--wait", type=click.FloatRange(0, 86400), default=300, show_default=True,
+              metavar="SECONDS", help="How long to wait for another import into this store.")
+def import_cmd(file, wait):
+    """Add the runs of an exported FILE to this store, under their own site.
+
+    Everything is verified before anything is written: the format and its
+    version, every run's checksum, and that no run id is already stored with
+    other content (a stored run is never overwritten; such a conflict
+    refuses the whole import).  Runs already here are skipped.
+    """
+    from hpc_health.store import importer
+    done = importer.import_file(file, wait=wait,
+                                say=lambda line: click.echo(f"hpc-health: {line}", err=True))
+    for line in done.notes:
+        click.echo(f"hpc-health: note: {line}", err=True)
+    for e, _ in done.added:
+        click.echo(f"imported {e.name}")
+    n = len(done.present)
+    already = f"{n} run{'s' if n != 1 else ''} already in the store"
+    if not done.added:
+        click.echo(f"nothing new: {already}")
+    else:
+        k = len(done.added)
+        click.echo(f"imported {k} run{'s' if k > 1 else ''} from {file}"
+                   + (f" ({already})" if n else ""))

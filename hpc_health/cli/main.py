@@ -1,0 +1,48 @@
+"""The ``hpc-health`` command.
+
+Exit codes (for CI): 0 healthy, 1 a performance degradation or a failed
+check, 2 a usage or configuration error, 130 interrupted.
+"""
+
+import json
+
+import click
+
+from hpc_health import __version__, parsers
+from hpc_health.cli import compare, export, history, reference, runs, spack
+from hpc_health.cli.common import ErrorGroup
+from hpc_health.errors import ConfigError
+
+
+@click.group(cls=ErrorGroup)
+@click.version_option(__version__, prog_name="hpc-health")
+def cli():
+    """Nightly HPC health: ReFrame checks built through Spack, judged
+    against per-site references."""
+
+
+@cli.command()
+@click.argument("kind", type=click.Choice(parsers.names()))
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
+def parse(kind, file):
+    """Parse a benchmark output FILE and print its figures as JSON."""
+    try:
+        with click.open_file(file) as fp:
+            text = fp.read()
+    except OSError as err:
+        raise ConfigError(file, f"cannot read: {err}") from None
+    try:
+        data = parsers.get(kind)(text)
+    except parsers.ParseError as err:
+        raise ConfigError(file, f"not a complete {kind} output: {err}") from None
+    click.echo(json.dumps(data, indent=2, sort_keys=True))
+
+
+for command in (runs.run, runs.validate, runs.report, runs.runs_cmd, reference.reference,
+                history.history, compare.compare, export.export_cmd, export.import_cmd,
+                spack.spack):
+    cli.add_command(command)
+
+
+def main():
+    cli(prog_name="hpc-health")

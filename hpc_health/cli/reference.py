@@ -1,0 +1,123 @@
+"""``hpc-health reference capture`` and ``reference show``."""
+
+import click
+
+from hpc_health.cli.common import site_option
+from hpc_health.errors import ConfigError
+
+
+@click.group()
+def reference():
+    """Capture and show a site's references."""
+
+
+@reference.command("capture")
+@site_option
+@click.option("--partition", "-p", help="Capture this partition only.")
+@click.option("--runs", "nruns", type=click.IntRange(1, 200), help="Measure N new runs.")
+@click.option("--from", "from_runs", multiple=True, metavar="SET",
+              help="Reuse stored runs instead of measuring: run sets (a run id, tag:NAME, "
+                   "last:N, A..B, ...; repeatable, or comma-separated).")
+@click.option("--only-tag", "-T", "tags", multiple=True,
+              help="Only checks with this ReFrame tag (new runs).")
+@click.option("--rounds", type=click.IntRange(1, 100),
+              help="Rounds per new run, as `run --rounds` (default: the site's rounds, else 1); "
+                   "capture with the rounds the nightly runs use.")
+@click.option("--write", is_flag=True, help="Write the proposal into reference/<site>.yaml.")
+@click.argument("reframe_args", nargs=-1, type=click.UNPROCESSED)
+def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, reframe_args):
+    """Propose references from N new runs or from stored runs.
+
+    value = location (Huber M-estimate) of all samples; bounds from the
+    observed noise (episodes between runs included), at least 3 % and at
+    most 50 %.  Prints a diff;
+    writes only with --write.
+    """
+    import io
+
+    from hpc_health.run import preflight, session
+    from hpc_health.store import capture, rundirs
+    s, old = preflight.validate(site, partition)
+    if bool(nruns) == bool(from_runs):
+        raise click.UsageError("give either --runs N or --from RUN ...")
+    if from_runs:
+        if reframe_args or tags or rounds:
+            raise click.UsageError("stored runs are not re-run: unexpected "
+                                   f"{' '.join(reframe_args or tags) or '--rounds'!r} "
+                                   "(give several runs as --from A --from B or --from A,B)")
+        chosen = capture.stored_runs(s.name, [r for item in from_runs
+                                              for r in item.split(",") if r])
+    else:
+        chosen = []
+        for i in range(nruns):
+            click.echo(f"capture: run {i + 1}/{nruns} ...", err=True)
+            log = io.StringIO()
+            code = session.run(s.name, partition, tags, reframe_args, out=log, rounds=rounds)
+            run_dir, meta = rundirs.list_runs(s.name)[-1]
+            click.echo(f"capture: run {i + 1}/{nruns}: {run_dir.name} exit {code} "
+                       f"({meta.get('verdicts', '')})", err=True)
+            if code >= session.EXIT_INTERRUPTED:
+                raise SystemExit(code)
+            chosen.append((run_dir, meta))
+    found = capture.collect([d for d, _ in chosen], partition)
+    if not found:
+        raise ConfigError(rundirs.runs_dir(s.name), "the chosen runs hold no performance figures")
+    proposals = capture.propose(found, [m.get("stack_hash") for _, m in chosen],
+                                [m.get("rounds") or 1 for _, m in chosen],
+                                s.settings.get("reference_max_mdc") or capture.MAX_MDC)
+    for line in capture.diff_lines(old, proposals):
+        click.echo(line)
+    click.echo(capture.summary_line(proposals))
+    if not capture.summary(proposals)[0]:
+        click.echo("capture: no figure of these runs can be given a reference (reasons above); "
+                   "nothing written", err=True)
+        raise SystemExit(1)
+    if write:
+        data = capture.merge(capture.load_raw(s.reference_file), proposals,
+                             capture.hardware_of([m for _, m in chosen], partition))
+        capture.write(s.reference_file, data)
+        click.echo(f"wrote {s.reference_file}")
+    else:
+        click.echo("(not written: add --write)")
+
+
+@reference.command("show")
+@site_option
+def reference_show(site):
+    """Print a site's references with their provenance."""
+    from hpc_health.run import preflight
+    s, refs = preflight.validate(site)
+    if refs is None:
+        raise ConfigError(s.reference_file, "no reference file for this site")
+    for test, (index, data) in refs.tests.items():
+        click.echo(f"{test}  (index: {', '.join(index)})")
+        for path, leaf in _leaves(data, len(index)):
+            var = path[-1]
+            key = "/".join(str(k) for k in path)
+            prov = refs.provenance.get(test, {}).get(key, {})
+            value, lower, upper = leaf[0], leaf[1], leaf[2]
+            unit = leaf[3] if len(leaf) > 3 else ""
+            bounds = f"[{'-inf' if lower is None else f'{100 * lower:+.0f}%'}, " \
+                     f"{'+inf' if upper is None else f'{100 * upper:+.0f}%'}]"
+            info = ", ".join(f"{k} {len(v) if isinstance(v, list) else v}"
+                             for k, v in prov.items() if k in
+                             ("captured", "runs", "samples", "spread", "between_run_spread", "stack",
+                              "estimator", "mdc"))
+            click.echo(f"  {'/'.join(str(k) for k in path[:-1])}  {var} = {value:g} {unit} "
+                       f"{bounds}  {info or 'no provenance'}")
+            if prov.get("weak"):
+                click.echo(f"      WEAK: {prov['weak']}")
+    left = [(test, key, prov["no_reference"]) for test, entries in refs.provenance.items()
+            for key, prov in entries.items() if prov.get("no_reference")]
+    if left:
+        click.echo(f"No reference ({len(left)}):")
+        for test, key, why in left:
+            click.echo(f"  {test} {key}: {why}")
+
+
+def _leaves(node, depth, path=()):
+    for key, val in node.items():
+        if depth > 0:
+            yield from _leaves(val, depth - 1, path + (key,))
+        else:
+            yield path + (key,), val

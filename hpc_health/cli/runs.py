@@ -1,0 +1,123 @@
+"""Commands about runs: ``run``, ``validate``, ``report`` and ``runs``."""
+
+import sys
+
+import click
+
+from hpc_health.cli.common import say_note, site_option
+from hpc_health.errors import ConfigError
+
+
+@click.command(context_settings={"ignore_unknown_options": False})
+@site_option
+@click.option("--partition", "-p", help="Run on this partition only.")
+@click.option("--tag", "-t", "run_tags", multiple=True, metavar="TAG",
+              help="Label this run (repeatable): run sets select it as tag:TAG.")
+@click.option("--note", default="", metavar="TEXT", help="A line kept with the run.")
+@click.option("--only-tag", "-T", "tags", multiple=True, metavar="TAG",
+              help="Only checks with this ReFrame tag (repeatable; ReFrame's -t).")
+@click.option("--list", "list_only", is_flag=True, help="List the checks that would run.")
+@click.option("--per-node", is_flag=True,
+              help="Run single-node checks on every node of the partition and flag outlier nodes.")
+@click.option("--rounds", type=click.IntRange(1, 100),
+              help="Run the whole session N times and judge the pooled samples "
+                   "(default: the site's per_node_rounds with --per-node, else its "
+                   "rounds, else 1).")
+@click.option("--adopt-baseline", is_flag=True,
+              help="When this run completes a baseline on hardware without references, "
+                   "write them into reference/<site>.yaml at once.")
+@click.argument("reframe_args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def run(ctx, site, partition, run_tags, note, tags, list_only, per_node, rounds, adopt_baseline,
+        reframe_args):
+    """Run the health checks of a site and print the health table.
+
+    Arguments after `--` go to ReFrame unchanged.
+    """
+    from hpc_health.run import session
+    sys.exit(session.run(site, partition, tags, reframe_args, list_only, per_node,
+                        rounds=rounds, adopt_baseline=adopt_baseline,
+                        chosen_because=ctx.meta.get("site_chosen_because", "--site"),
+                        run_tags=run_tags, note=note))
+
+
+@click.command()
+@site_option
+def validate(site):
+    """Validate a site's configuration and reference file without running."""
+    from hpc_health.run import preflight
+    s, refs = preflight.validate(site)
+    click.echo(f"{s.settings_file}: ok ({len(s.partitions)} partition(s))")
+    if refs is not None:
+        click.echo(f"{refs.path}: ok ({len(refs.tests)} test(s) with references)")
+    else:
+        click.echo(f"{s.reference_file}: absent (every figure will be NO-REFERENCE)")
+
+
+@click.command()
+@site_option
+@click.argument("run_set", metavar="[SET]", required=False)
+def report(site, run_set):
+    """Print the health table of a stored run (default: the latest
+    readable one), or of each run of a run set (tag:NAME, last:N, ...)."""
+    from hpc_health.cli import table
+    from hpc_health.judge import results, verdicts
+    from hpc_health.run import preflight, session
+    from hpc_health.site import sites
+    from hpc_health.store import index, rundirs, runsets
+    s, refs = preflight.validate(site)
+    with index.open_index() as idx:
+        listing = idx.listing(s.name)
+        say_note(listing)
+        damaged = {rid: why for _, rid, why in listing.damaged}
+        if run_set in damaged:
+            raise ConfigError(rundirs.runs_dir(s.name) / run_set,
+                              f"damaged run: {damaged[run_set]}")
+        if run_set:
+            chosen = runsets.resolve(idx, run_set, s.name, sites.available())
+            runs = chosen.runs
+            if chosen.site != s.name:
+                other = sites.load(chosen.site) if chosen.site in sites.available() else None
+                refs = preflight.validate(other.name)[1] if other else None
+        else:
+            runs = listing.runs[-1:]
+    if not runs:
+        raise ConfigError(rundirs.runs_dir(s.name), "no stored run with a readable report"
+                          + (f" ({listing.note()})" if listing.damaged else ""))
+    code = 0
+    for r in runs:
+        rep = results.load_report(r.dir / "report.json")
+        vs = session.judge_report(rep, refs, r.meta.get("hardware"))
+        if r.meta.get("per_node"):
+            vs = verdicts.node_outliers(vs, s.settings.get("per_node_min_change"))
+        tags = f", tags {','.join(r.tags)}" if r.tags else ""
+        click.echo(f"run {r.run_id} on {r.meta.get('hostname')} started "
+                   f"{r.meta.get('started')}{tags}")
+        click.echo(table.render(vs))
+        code = max(code, verdicts.exit_code(vs))
+    sys.exit(code)
+
+
+
+@click.command("runs")
+@site_option
+@click.argument("run_set", metavar="[SET]", required=False, default="since:0001-01-01")
+@click.option("--ids", "ids_only", is_flag=True, help="Print only the run ids.")
+def runs_cmd(site, run_set, ids_only):
+    """List stored runs (of a run set: last:N, tag:NAME, since:DATE, A..B,
+    ...) with their tags, notes and verdicts; exit 2 when the set is
+    unknown or empty."""
+    from hpc_health.store import index, runsets
+    with index.open_index() as idx:
+        rs = runsets.resolve(idx, run_set, site)
+        say_note(idx.listing(rs.site))
+    for r in rs.runs:
+        if ids_only:
+            click.echo(r.run_id)
+            continue
+        m = r.meta
+        tags = ",".join(r.tags)
+        click.echo(f"{rs.site}:{r.run_id}  {m.get('started', '')}  exit {m.get('exit_code')}  "
+                   f"{m.get('verdicts', '')}" + (f"  tags {tags}" if tags else "")
+                   + (f"  note {m['note']!r}" if m.get("note") else "")
+                   + ("  (imported)" if m.get("imported") else ""))

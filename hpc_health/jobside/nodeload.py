@@ -1,0 +1,143 @@
+"""Is the node busy with something else while a check runs?
+
+On a real site a busy compute node *is* a health problem (a job left
+behind, a daemon spinning), but a verdict must say so, or a busy node looks
+like a degraded machine.  Each check's job takes a snapshot of the node
+before and after the benchmark (``python -m hpc_health.jobside.nodeload
+snapshot FILE``): the load average, the node's own CPU accounting (``/proc/stat``)
+and the CPU time of every process, with that of its reaped children.
+Processes of the job's own session are ours; what the node spent besides
+them, in cores, says how busy it was.  Counting the node's total rather
+than the processes seen at both snapshots also catches load made of short
+processes started one after another (a loop of benchmarks, a build), which
+no snapshot ever sees alive.
+"""
+
+import json
+import os
+import sys
+import time
+
+#: Other processes using this many cores on average make the node "busy".
+BUSY_CORES = 0.25
+#: How many of the busiest other processes a note names.
+NAMED = 3
+
+
+def _proc_stat(pid):
+    """(command, CPU seconds, session id, parent pid) of a process; the CPU
+    seconds include those of its children that exited and were reaped (a
+    shell loop's benchmarks are the shell's)."""
+    with open(f"/proc/{pid}/stat") as fp:
+        text = fp.read()
+    # The command may hold spaces and parentheses: split after the last ')'.
+    comm = text[text.index("(") + 1:text.rindex(")")]
+    fields = text[text.rindex(")") + 2:].split()
+    ticks = sum(int(f) for f in fields[11:15])      # utime stime cutime cstime
+    return comm, ticks / os.sysconf("SC_CLK_TCK"), int(fields[3]), int(fields[1])
+
+
+def _node_busy_seconds():
+    """CPU seconds all cores spent in processes, from the node's own
+    accounting: user, nice and system time (guest time is inside user).
+    Interrupt time is left out: no process owns it, and a benchmark's own
+    network or disk traffic makes most of it."""
+    with open("/proc/stat") as fp:
+        first = fp.readline().split()
+    user, nice, system = (int(x) for x in first[1:4])
+    return (user + nice + system) / os.sysconf("SC_CLK_TCK")
+
+
+def _our_sessions(procs):
+    """Sessions of this job and of everything that started it (the
+    scheduler's step daemon, ReFrame, hpc-health): their CPU time is the
+    run's own.  Session 0 holds the kernel's threads, which are not jobs."""
+    ours, pid = {0, os.getsid(0)}, str(os.getpid())
+    while pid in procs and pid not in ("0", "1"):
+        ours.add(procs[pid][2])
+        pid = str(procs[pid][3])
+    return sorted(ours)
+
+
+def snapshot():
+    procs = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                procs[name] = _proc_stat(name)
+            except (OSError, ValueError, IndexError):
+                continue    # gone meanwhile
+    with open("/proc/loadavg") as fp:
+        load = float(fp.read().split()[0])
+    return {"time": time.time(), "load": load, "cpus": os.cpu_count(),
+            "node_cpu_s": _node_busy_seconds(), "ours": _our_sessions(procs),
+            "procs": {pid: stat[:3] for pid, stat in procs.items()}}
+
+
+def busy(before, after):
+    """What other processes did between two snapshots of one job:
+    {"load", "cpus", "other_cores", "busiest": [[pid, command, cores]]}."""
+    elapsed = max(after["time"] - before["time"], 1e-3)
+    ours = set(before["ours"]) | set(after["ours"])
+    used = []
+    for pid, (comm, cpu_s, session) in after["procs"].items():
+        if session in ours:
+            continue
+        start = before["procs"].get(pid)
+        delta = cpu_s - (start[1] if start and start[0] == comm else 0.0)
+        if delta > 0:
+            used.append((delta / elapsed, int(pid), comm))
+    used.sort(reverse=True)
+    others = sum(u for u, _, _ in used)
+    if "node_cpu_s" in before and "node_cpu_s" in after:
+        # Ours, as totals of each snapshot: a child reaped between them moves
+        # its time into its parent's, so the difference counts it once.
+        def our_total(snap):
+            return sum(cpu for comm, cpu, session in snap["procs"].values() if session in ours)
+        node = (after["node_cpu_s"] - before["node_cpu_s"]) / elapsed
+        mine = (our_total(after) - our_total(before)) / elapsed
+        unseen = node - mine - others
+        if unseen > BUSY_CORES:
+            # Processes that came and went, reaped by no process we saw.
+            used.append((unseen, 0, "short-lived processes"))
+            used.sort(reverse=True)
+        others = max(others, node - mine)
+    return {"load": max(before["load"], after["load"]), "cpus": after["cpus"],
+            "other_cores": round(max(others, 0.0), 3),
+            "busiest": [[pid, comm, round(u, 3)] for u, pid, comm in used[:NAMED]]}
+
+
+def note(info):
+    """'node busy: …' when other processes used the node, else ''."""
+    if not info or info.get("other_cores", 0) < BUSY_CORES:
+        return ""
+    who = ", ".join(f"{pid} {comm} {cores:.1f}" for pid, comm, cores in info["busiest"])
+    return (f"node busy: load {info['load']:.1f} on {info['cpus']} cores; other processes "
+            f"used {info['other_cores']:.1f} cores meanwhile (pid command cores: {who})")
+
+
+def load_pair(before_path, after_path):
+    """busy() of two snapshot files, or None when either is missing."""
+    try:
+        with open(before_path) as fp:
+            before = json.load(fp)
+        with open(after_path) as fp:
+            after = json.load(fp)
+    except (OSError, ValueError):
+        return None
+    return busy(before, after)
+
+
+def main(argv):
+    if len(argv) != 3 or argv[1] != "snapshot":
+        print("usage: python -m hpc_health.jobside.nodeload snapshot FILE", file=sys.stderr)
+        return 2
+    tmp = argv[2] + ".tmp"
+    with open(tmp, "w") as fp:
+        json.dump(snapshot(), fp)
+    os.replace(tmp, argv[2])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,80 @@
+"""Reading the store across runs: the series of one figure, and drift in it.
+Nothing here re-runs a benchmark."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from hpc_health.judge import changepoint, stats, verdicts
+from hpc_health.site import hardware
+
+if TYPE_CHECKING:
+    from hpc_health.store.index import Index, Run
+    from hpc_health.store.references import ReferenceSet
+
+
+def _matches(m, check, var, partition):
+    if m.variable != var or m.value is None:
+        return False
+    if partition and m.partition != partition:
+        return False
+    return check in (m.test, m.check) or m.check.startswith(check + " ")
+
+
+def series(idx: Index, runs: Sequence[Run], check: str, var: str,
+           partition: str | None = None) -> list[dict[str, Any]]:
+    """The points of one figure over *runs* (:class:`hpc_health.store.index.Run`,
+    oldest first), read from the store's index *idx*."""
+    out = []
+    for m in idx.figures(runs, variable=var, check=check):
+        if _matches(m, check, var, partition):
+            meta = m.run.meta
+            out.append({"run": m.run.run_id, "started": meta.get("started", ""),
+                        "check": m.check, "variable": m.variable,
+                        "partition": m.partition_fullname,
+                        "value": m.value, "unit": m.unit, "better": m.better,
+                        "samples": m.samples or [m.value], "stack": meta.get("stack_hash"),
+                        "measurement": m,
+                        "hardware": (meta.get("hardware") or {}).get(m.partition_fullname)})
+    return out
+
+
+def reference_for(refs: ReferenceSet | None, point: dict[str, Any]) -> stats.Reference | None:
+    """The stored reference of a series point as drift detection uses it
+    (value as the healthy level, its recorded noise as the yardstick), or
+    None: no reference file or entry, a known issue (``$xfail``: the level is
+    known not to hold), or a reference measured on other hardware than the
+    point's run (its level says nothing about this machine)."""
+    if refs is None:
+        return None
+    m = point["measurement"]
+    measured_on = refs.hardware.get(m.partition_fullname)
+    if measured_on and not hardware.same(measured_on, point.get("hardware")):
+        return None
+    r = refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable)
+    if r is None or r.xfail:
+        return None
+    # The noise fields travel in the provenance, as for the nightly verdict.
+    return verdicts.stats_reference(
+        dataclasses.replace(m, ref=r.value, lower=r.lower, upper=r.upper, unit=r.unit or m.unit),
+        r.provenance)
+
+
+def drift(points: Sequence[dict[str, Any]],
+          reference: stats.Reference | None = None) -> dict[str, Any] | None:
+    """Step degradation over one check's series, or None.  *reference* (a
+    :class:`hpc_health.judge.stats.Reference`, see :func:`reference_for`) sets the
+    healthy level and, when it carries noise, the size a step must have."""
+    if not points:
+        return None
+    direction = points[-1]["better"]
+    if direction not in stats.DIRECTIONS:
+        return None     # undeclared direction: never guessed
+    values = [p["value"] for p in points]
+    return changepoint.step_degradation(
+        values, [p["started"] for p in points], direction, reference=reference,
+        samples_per_night=max(1, min(len(p["samples"]) for p in points)))
+
+

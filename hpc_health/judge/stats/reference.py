@@ -1,0 +1,209 @@
+"""A reference: what to expect of one figure, and how a baseline of runs
+becomes one (:func:`propose_reference`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields, replace
+
+import numpy as np
+
+from hpc_health.judge.stats.constants import (
+    _BETTER_MAX,
+    ALPHA,
+    BOUND_CAP,
+    BOUND_FLOOR,
+    BOUND_SIGMAS,
+    EPISODE_FLOOR,
+    ESTIMATOR,
+    POWER,
+    RECOMMENDED_RUNS,
+    RECOMMENDED_SAMPLES,
+    _check_direction,
+    _from_log,
+    _to_log,
+)
+from hpc_health.judge.stats.noise import _critical_log, _mdc, _noise_model
+from hpc_health.judge.stats.robust import (
+    _log_spread,
+    _run_location_logs,
+    _tail_scale,
+    _worse_sign,
+    clean,
+    location,
+    quantisation_step,
+    within_run_spread,
+)
+
+
+@dataclass
+class Reference:
+    """What to expect of one variable, ReFrame-style plus the noise behind it.
+
+    ``lower``/``upper`` are fractions of ``value`` (``lower <= 0 <= upper``);
+    None means unbounded on that side, as in ReFrame, and that side never
+    raises a verdict.  The noise fields are log-scale relative spreads
+    (~fractions); all None means a plain ReFrame reference, judged on its
+    bounds only.
+    """
+    value: float
+    lower: float | None = None
+    upper: float | None = None
+    unit: str = ""
+    #: robust relative spread of all baseline samples pooled
+    spread: float | None = None
+    #: number of baseline samples
+    n: int | None = None
+    #: number of baseline runs
+    runs: int | None = None
+    #: relative spread of the per-run medians on the *worse* side, as observed
+    #: (max of the MAD scale and the tail scale); this is what sees episodes
+    between_run_spread: float | None = None
+    #: the same on the better side (for IMPROVED hints); None: as worse side
+    between_run_spread_better: float | None = None
+    #: pooled within-run spread; None if the runs had one sample each (then
+    #: all noise is in between_run_spread)
+    within_run_spread: float | None = None
+    #: lower limit applied to the between-run spread (None: EPISODE_FLOOR)
+    episode_floor: float | None = None
+    #: the bound hit BOUND_CAP: healthy runs alone need more than the cap
+    too_noisy: bool = False
+    #: how the value summarised its samples (:data:`ESTIMATOR`); None: not recorded
+    estimator: str | None = None
+    #: the worsening a run of the capture's family of figures catches on
+    #: :data:`POWER` of nights (fraction); None: not computed
+    mdc: float | None = None
+    note: str = ""
+
+    def __post_init__(self):
+        if self.lower is not None and self.lower > 0:
+            raise ValueError(f"lower bound must be <= 0, got {self.lower}")
+        if self.upper is not None and self.upper < 0:
+            raise ValueError(f"upper bound must be >= 0, got {self.upper}")
+
+    @property
+    def has_noise(self) -> bool:
+        return self.spread is not None or self.between_run_spread is not None
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Reference:
+        """Tolerant of unknown keys (older/newer files) and missing noise fields."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+class NoReference(ValueError):
+    """A figure that measures nothing a reference could hold (all zeros,
+    below its printed resolution); the message is the reason, said in the
+    proposal and in every run's table."""
+
+
+def propose_reference(samples_by_run: Sequence[Sequence[float]], unit: str,
+                      direction: str, floor: float = BOUND_FLOOR,
+                      cap: float = BOUND_CAP, *,
+                      episode_floor: float = EPISODE_FLOOR,
+                      sigmas: float = BOUND_SIGMAS, family: int = 1) -> Reference:
+    """Reference from a baseline: one list of samples per run.
+
+    value: :func:`location` of all samples (on the log scale).  Bounds: ``sigmas`` x the spread a single
+    future run (of the baseline's typical sample count) is expected to show
+    around the reference, between-run episodes and the reference's own
+    uncertainty included, clamped to [floor, cap]; the same magnitude on both
+    sides (only the worse side fails), never below one step of the printed
+    resolution, and never narrower than the change the test can flag at all
+    (the critical change at Holm's strictest step over a run of ``family``
+    figures), so the bounds printed are the ones enforced.  ``mdc`` is the
+    change caught on :data:`POWER` of nights by such a run.  Give it many
+    runs, ideally from different nights: it can only know about episodes it
+    has sampled.  Raises :class:`NoReference` for samples that measure
+    nothing (all 0, or one printed step more than ``cap`` of the value).
+    """
+    _check_direction(direction)
+    runs = [c for c in (clean(r)[0] for r in samples_by_run) if c.size]
+    if not runs:
+        raise ValueError("no finite baseline samples")
+    allx = np.concatenate(runs)
+    if not np.any(allx != 0):
+        raise NoReference(f"below the timer's resolution: all {allx.size} samples are 0 {unit}")
+    value = location(allx)
+    if not value > 0:
+        raise NoReference(f"below the timer's resolution: its samples are 0 {unit} or less "
+                          f"(location {value:.3g} {unit})")
+    step = quantisation_step(allx)
+    if step / value > cap:
+        raise NoReference(f"below the timer's resolution: one printed step ({step:.3g} {unit}) "
+                          f"is {step / value:.0%} of the value {value:.3g} {unit}")
+    n, r = int(allx.size), len(runs)
+    ref_log = math.log(value)
+    sign = _worse_sign(direction)
+
+    between = between_better = None
+    if r >= 2:
+        med_logs = _run_location_logs(runs)
+        dev = sign * (med_logs - ref_log)
+        mad = _log_spread(np.exp(med_logs))
+        between = max(mad, _tail_scale(dev))
+        between_better = max(mad, _tail_scale(-dev))
+    ref = Reference(value=value, unit=unit, spread=_log_spread(allx), n=n, runs=r,
+                    estimator=ESTIMATOR,
+                    between_run_spread=between,
+                    between_run_spread_better=between_better,
+                    within_run_spread=within_run_spread(runs),
+                    episode_floor=episode_floor)
+    m = max(1, int(round(n / r)))
+    s, df = _noise_model(ref, m)
+    raw = sigmas * s
+    # One step of the printed resolution (0.01 us of 0.16 us is 6 %) is not a
+    # measurable change, whatever the floor says.
+    resolution = step / value
+    floor = max(floor, resolution)
+    bound_log = min(max(raw, _to_log(floor, direction)), _to_log(cap, direction))
+    family_alpha = ALPHA / max(1, int(family))
+    bound_log = max(bound_log, _critical_log(s, df, family_alpha))
+    b = _from_log(bound_log, direction)
+    # A time cannot be more than 100 % better: past that, the better side of
+    # a wide bound says nothing (and would print a negative time).
+    ref.lower, ref.upper = -min(b, _BETTER_MAX), b
+    sb, _ = _noise_model(ref, m, better=True)
+    ref.mdc = _mdc(s, sb, df, family_alpha, POWER, bound_log, direction)
+    notes = []
+    if raw > _to_log(cap, direction):
+        ref.too_noisy = True
+        notes.append(f"too noisy to gate: healthy runs need +-{_from_log(raw, direction):.0%} "
+                     f"(bound capped at {cap:.0%})")
+    if resolution > BOUND_FLOOR:
+        notes.append(f"printed resolution is {resolution:.1%} of the value: "
+                     f"smaller changes cannot be seen")
+    if r < RECOMMENDED_RUNS:
+        notes.append(f"only {r} runs: an episode hitting 1 run in 6 would be missing "
+                     f"{(5 / 6) ** r:.0%} of the time")
+    if n / r < RECOMMENDED_SAMPLES:
+        notes.append(f"{n / r:.1f} samples per run: one wild sample cannot be told "
+                     f"from a degradation; take >= {RECOMMENDED_SAMPLES}")
+    ref.note = "; ".join(notes)
+    return ref
+
+
+def runs_for_mdc(ref: Reference, direction: str, target: float, family: int = 1,
+                 most: int = 200) -> int | None:
+    """Baseline runs that would bring ``ref``'s MDC down to ``target`` if
+    the noise stayed what its runs showed (same samples per run), or None
+    when no number up to ``most`` does: then the noise itself, not the
+    number of runs, stands in the way."""
+    runs = max(1, int(ref.runs or 1))
+    per_run = max(1.0, float(ref.n or runs) / runs)
+    m = max(1, int(round(per_run)))
+    alpha = ALPHA / max(1, int(family))
+    floor_log = _to_log(BOUND_FLOOR, direction)
+    for r in range(runs, most + 1):
+        trial = replace(ref, runs=r, n=int(round(per_run * r)))
+        s, df = _noise_model(trial, m)
+        sb, _ = _noise_model(trial, m, better=True)
+        bound_log = max(floor_log, _critical_log(s, df, alpha))
+        if _mdc(s, sb, df, alpha, POWER, bound_log, direction) <= target:
+            return r
+    return None

@@ -1,0 +1,101 @@
+"""What a run prints besides ReFrame's progress lines: the header, which of
+ReFrame's lines to show, and the one sentence on what to do next."""
+
+from hpc_health.judge import verdicts
+from hpc_health.site import hardware, spack_kit
+from hpc_health.store import capture
+
+
+def header(site, run_dir, run_hw, refs, base, rounds, partition=None):
+    """What this run is about to do, before ReFrame's progress lines."""
+    lines = [f"hpc-health: site {site.name} ({site.chosen_because}), run {run_dir.name}",
+             f"  results:    {run_dir}"]
+    for p in ([partition] if partition else site.partitions):
+        full = f"{site.name}:{p}"
+        lines.append(f"  partition:  {full}: {hardware.describe(run_hw.get(full))}")
+    if base.collecting:
+        lines.append(f"  references: {base.why}; collecting a baseline on this hardware: "
+                     f"this run is {base.label}")
+    else:
+        lines.append(f"  references: {refs.path}")
+    lines.append(f"  Spack:      {spack_line(site)}")
+    if rounds > 1:
+        lines.append(f"  rounds:     {rounds} (the session runs {rounds} times)")
+    return lines
+
+
+def spack_line(site):
+    found, how, fix = spack_kit.status(site)
+    return how if found else f"{how}: STREAM, OSU and IOR/mdtest will be SKIPPED. To fix: {fix}"
+
+
+def next_step(site, verdict_list, base, run_dir, adopted=False):
+    """One sentence on what to do now."""
+    counts = {}
+    for v in verdict_list:
+        counts[v.verdict] = counts.get(v.verdict, 0) + 1
+    if counts.get(verdicts.DEGRADED) or counts.get(verdicts.OUTLIER):
+        worst = next(v for v in verdict_list if v.verdict in (verdicts.DEGRADED, verdicts.OUTLIER))
+        m = worst.measurement
+        return (f"Next: look at the {worst.verdict} figures above; when it started: "
+                f"hpc-health history --site {site.name} --check '{m.test}' --var {m.variable}")
+    if counts.get(verdicts.FAIL):
+        return (f"Next: the FAIL lines above give each reason; ReFrame's full output is "
+                f"{run_dir / 'reframe.out'}")
+    if base.complete and adopted:
+        return "Next: the next run is judged against the references just written."
+    if base.complete:
+        return (f"Next: the baseline is complete ({base.needed} runs of each check on this "
+                f"hardware); make it the reference: {base.capture_command()}")
+    if base.collecting and base.cases:
+        return (f"Next: run again: {base.label} on this hardware; after "
+                f"{base.needed} runs of each check the run prints the command that turns "
+                "them into references (or run with --adopt-baseline)")
+    if counts.get(verdicts.SKIPPED):
+        return "Next: the SKIPPED lines above say what is missing for those checks."
+    weak = sum(v.tag == "weak reference" for v in verdict_list)
+    if weak:
+        return (f"Next: nothing failed; {weak} figure(s) have weak references (WEAK REFERENCE "
+                f"above): keep running; `hpc-health reference show --site {site.name}` says how "
+                f"many baseline runs each needs, then capture again from them "
+                f"(hpc-health reference capture --site {site.name} --from last:N --write)")
+    if counts.get(verdicts.IMPROVED):
+        return ("Next: some figures IMPROVED beyond their bounds: if that change is expected, "
+                f"re-capture the references (hpc-health reference capture --site {site.name})")
+    return "Next: nothing to do; run it again tomorrow."
+
+
+def adoption_lines(base, written, proposals):
+    """What ``run --adopt-baseline`` wrote, and what it left out and why."""
+    made, weak, _left = capture.summary(proposals)
+    lines = [f"hpc-health: baseline of {len(base.chosen())} runs adopted: {made} references "
+             f"written to {written}" if made else
+             f"hpc-health: baseline of {len(base.chosen())} runs: no figure could be given a "
+             f"reference; nothing written"]
+    if weak:
+        lines.append(f"  {weak} of them weak (they catch only large changes; each says how many "
+                     f"more runs would do): hpc-health reference show")
+    for (test, _, values, var), prop in proposals.items():
+        if "leaf" not in prop:
+            why = prop.get("no_reference") or prop.get("error")
+            lines.append(f"  left out: {test} {'/'.join(str(v) for v in values)} {var}: {why}")
+    return lines
+
+
+class ProgressFilter:
+    """Which of ReFrame's lines the terminal shows: its progress lines and
+    warnings, not the full FAILURE INFO (hpc-health's table gives each
+    failure's reason; everything stays in reframe.out)."""
+
+    def __init__(self):
+        self.in_failures = False
+
+    def __call__(self, line):
+        if "SUMMARY OF FAILURES" in line:
+            self.in_failures = True
+        elif self.in_failures and line.startswith("Log file(s) saved"):
+            self.in_failures = False
+            return False
+        if self.in_failures:
+            return False
+        return line.startswith("[") or "WARNING" in line or "ERROR" in line

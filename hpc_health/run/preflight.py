@@ -1,0 +1,86 @@
+"""What is checked before ReFrame starts: the site, its reference file, the
+paths a run writes into, free space, run tags and notes.  A mistake is a
+ConfigError naming file, key and line."""
+
+import re
+import shutil
+from pathlib import Path
+
+from hpc_health import paths
+from hpc_health.errors import ConfigError
+from hpc_health.run.command import check_classes
+from hpc_health.site import sites
+from hpc_health.store import references
+
+
+def validate(site_name, partition=None):
+    """Everything that can be checked before ReFrame starts; ConfigError
+    names file, key and line."""
+    site = sites.load(site_name)
+    if partition and partition not in site.partitions:
+        raise ConfigError(site.settings_file, f"no partition {partition!r} "
+                          f"(known: {', '.join(site.partitions)})", keypath="partitions")
+    check_site_paths(site)
+    refs = None
+    if site.reference_file.exists():
+        refs = references.load(site.reference_file)
+        unknown = sorted(set(refs.tests) - set(check_classes()))
+        if unknown:
+            raise ConfigError(refs.path, f"references for {', '.join(unknown)}, which no check "
+                              f"in {paths.repo_root() / 'reframe_checks'} defines (known: "
+                              f"{', '.join(sorted(check_classes()))}): a renamed check?",
+                              line=refs.line_of(unknown[0]), keypath=unknown[0])
+    return site, refs
+
+
+
+#: Free space a run needs in the store: stage directories, builds, outputs
+#: (a full local run with its CMake build takes ~20 MiB; Spack builds live
+#: in the install tree, elsewhere).
+MIN_FREE_MIB = 64
+
+
+def check_free_space(path, need_mib=MIN_FREE_MIB):
+    """Refuse to start a run that would fill the file system mid-way."""
+    probe = Path(path)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free / 2**20
+    if free < need_mib:
+        raise ConfigError(path, f"only {free:.1f} MiB free in {probe}; a run needs "
+                          f"{need_mib} MiB (builds, stage directories, outputs): free space "
+                          "or point HPC_HEALTH_STORE elsewhere")
+
+
+def check_site_paths(site):
+    """Every directory a run writes into or builds from, before anything
+    starts: the store, this checkout, the partitions' scratch and the Spack
+    paths."""
+    paths.check_path(paths.store_root(), "HPC_HEALTH_STORE", "the results store")
+    paths.check_path(paths.repo_root(), "HPC_HEALTH_ROOT", "the hpc-health checkout")
+    for name, part in site.partitions.items():
+        if (part or {}).get("scratch"):
+            paths.check_path(paths.expand(part["scratch"], site.dir),
+                             f"partitions.{name}.scratch", site.settings_file)
+    for key in ("install_tree", "env_dir", "builtin_repo", "source_mirror", "spack_root"):
+        if site.spack_setting(key):
+            paths.check_path(site.spack_setting(key), f"spack.{key}", site.settings_file)
+
+
+#: A run tag: what ``tag:NAME`` run sets and ReFrame's session extras carry.
+_TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
+
+
+def check_run_tags(tags):
+    for t in tags:
+        if not _TAG.match(t):
+            raise ConfigError("--tag", f"{t!r} is not a run tag: letters, digits and _.+- "
+                              "(up to 64, starting with a letter or digit)")
+    return list(dict.fromkeys(tags))
+
+
+def check_note(note):
+    note = (note or "").strip()
+    if any(ord(c) < 32 for c in note):
+        raise ConfigError("--note", "a note is one line of text (no control characters)")
+    return note

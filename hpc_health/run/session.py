@@ -1,0 +1,146 @@
+"""``hpc-health run``: ReFrame does the running, we add judgement and memory."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from hpc_health import paths
+from hpc_health.cli import table
+from hpc_health.judge import results, verdicts
+from hpc_health.run.command import reframe_command, reframe_environ, rounds_for
+from hpc_health.run.console import ProgressFilter, adoption_lines, header, next_step
+from hpc_health.run.preflight import check_free_space, check_note, check_run_tags, validate
+from hpc_health.run.provenance import (
+    base_provenance,
+    collect_spack_records,
+    site_capabilities,
+    site_hardware,
+    software_stack,
+)
+from hpc_health.run.signals import Stopped, StopSignals, stop_process_group
+from hpc_health.store import baseline, capture, index, rundirs
+
+EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+# Stopped by a signal: 128 + its number (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
+
+
+def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=False,
+        out=sys.stdout, rounds=None, adopt_baseline=False, chosen_because="--site",
+        run_tags=(), note=""):
+    """Run a site's checks.  *tags* select checks (ReFrame's ``-t``);
+    *run_tags* and *note* label the run for run sets (``tag:NAME``)."""
+    site, refs = validate(site_name, partition)
+    run_tags = check_run_tags(run_tags)
+    note = check_note(note)
+    site.chosen_because = chosen_because
+    rounds = rounds_for(site, per_node, rounds)
+    if list_only:
+        cmd = reframe_command(site, partition, tags, extra, list_only=True, per_node=per_node)
+        return subprocess.call(cmd, env=reframe_environ())
+
+    check_free_space(paths.store_root())
+    run_dir = rundirs.new_run_dir(site.name)
+    report_path = run_dir / "report.json"
+    extras = {"hpc_health_site": site.name, "hpc_health_run": run_dir.name}
+    if run_tags:
+        extras["hpc_health_tags"] = ";".join(run_tags)
+    if note:
+        extras["hpc_health_note"] = note.replace(",", ";")
+    cmd = reframe_command(site, partition, tags, extra, prefix=run_dir,
+                          report=report_path, per_node=per_node, rounds=rounds, extras=extras)
+    run_hw = site_hardware(site, partition)
+    meta = {**base_provenance(site), "run_id": run_dir.name, "pid": os.getpid(),
+            "partition": partition, "select_tags": list(tags), "tags": list(run_tags),
+            "note": note, "per_node": per_node,
+            "rounds": rounds, "hardware": run_hw, "reframe_args": list(extra),
+            "capabilities": site_capabilities(site, partition),
+            "command": cmd, "started": _now()}
+    rundirs.write_json(run_dir / "run.json", meta)
+    base = baseline.status(site, refs, run_hw, pending=True)
+    for line in header(site, run_dir, run_hw, refs, base, rounds, partition):
+        print(line, file=out)
+    print(file=out, flush=True)
+
+    # ReFrame in its own process group: a stop reaches every benchmark it
+    # started, and a Ctrl-C at the terminal reaches only us, who pass it on.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, bufsize=1, env=reframe_environ(),
+                            start_new_session=True)
+    shown = ProgressFilter()
+    with open(run_dir / "reframe.out", "w") as log, StopSignals() as stop:
+        try:
+            for line in proc.stdout:
+                log.write(line)
+                if shown(line):
+                    out.write(line)
+                    out.flush()
+            proc.wait()
+        except Stopped as err:
+            print(f"\nhpc-health: {err.name} received: stopping ReFrame and its jobs; the "
+                  "checks that completed are judged and kept", file=sys.stderr, flush=True)
+            stop_process_group(proc)
+            log.write(proc.stdout.read() if proc.stdout else "")
+    interrupted = stop.signum is not None
+    exit_interrupted = 128 + (stop.signum or signal.SIGINT)
+
+    spack = collect_spack_records(run_dir)
+    stack, stack_hash = software_stack(spack)
+    meta.update(finished=_now(), reframe_exit_code=proc.returncode,
+                interrupted=interrupted, spack=spack, stack=stack, stack_hash=stack_hash)
+    if interrupted:
+        meta["stopped_by"] = signal.Signals(stop.signum).name
+    if not report_path.exists():
+        meta["exit_code"] = exit_interrupted if interrupted else EXIT_USAGE
+        rundirs.write_json(run_dir / "run.json", meta)
+        tail = "".join(open(run_dir / "reframe.out").readlines()[-15:])
+        print(f"\nhpc-health: ReFrame exited with {proc.returncode} and wrote no run "
+              f"report; its last lines:\n{tail}", file=sys.stderr)
+        return meta["exit_code"]
+
+    measurements = results.measurements(results.load_report(report_path))
+    base = baseline.status(site, refs, run_hw, pending=baseline.counts(meta) and not interrupted,
+                           measurements=measurements)
+    verdict_list = verdicts.judge_all(measurements, refs, run_hw,
+                                      baseline=_baseline_labels(base))
+    if per_node:
+        verdict_list = verdicts.node_outliers(verdict_list,
+                                              site.settings.get("per_node_min_change"))
+    code = exit_interrupted if interrupted else verdicts.exit_code(verdict_list)
+    meta.update(exit_code=code, verdicts=table.summary(verdict_list))
+    rundirs.write_verdicts(run_dir, verdict_list)
+    rundirs.write_json(run_dir / "run.json", meta)
+    index.index_run(run_dir)
+    print("\n" + table.render(verdict_list), file=out)
+    state = "INTERRUPTED" if interrupted else {0: "HEALTHY", 1: "UNHEALTHY"}.get(code, "ERROR")
+    print(f"\nhpc-health: {state} ({table.summary(verdict_list)}); exit {code}", file=out)
+    adopted = False
+    if base.collecting and not interrupted:
+        # This run counts now that it is stored with its verdicts.
+        base = baseline.status(site, refs, run_hw, pending=False, measurements=measurements)
+        if base.complete and adopt_baseline:
+            written, proposals = baseline.adopt(site, base)
+            adopted = capture.summary(proposals)[0] > 0
+            for line in adoption_lines(base, written, proposals):
+                print(line, file=out)
+    print(next_step(site, verdict_list, base, run_dir, adopted), file=out)
+    return code
+
+
+def _baseline_labels(base):
+    """What a figure without reference says of the baseline ("baseline 2/5")."""
+    if not base.collecting:
+        return ""
+    return lambda m: (base.label_of(baseline.case_of(m))
+                      if baseline.case_of(m) in base.cases else "")
+
+
+def judge_report(report, refs=None, run_hardware=None, baseline=""):
+    """Verdicts of a stored run report (``hpc-health report``)."""
+    return verdicts.judge_all(results.measurements(report), refs, run_hardware,
+                              baseline=baseline)
+
+
+def _now():
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -1,0 +1,244 @@
+"""Reference files: ``reference/<site>.yaml``.
+
+The file is in ReFrame 4.10's external reference format, so ReFrame itself
+gates on it (checks set ``reference = {'$ref': '<site>.yaml'}``)::
+
+    HaloExchange:                       # test class name
+      $index: [$partition, $environ, dims, strategy]
+      'local:default':
+        gnu-mpi:
+          1:
+            SERE:
+              time_8B: [1.9, -0.5, 0.25, us]   # value, lower, upper, unit
+
+Bounds are fractions of the value, as in ReFrame.  Our own fields sit beside
+the numbers under the top-level key ``$provenance`` (ReFrame only reads the
+keys named after tests)::
+
+    $provenance:
+      HaloExchange:
+        'local:default/gnu-mpi/1/SERE/time_8B':
+          captured: '2026-11-22T05:00:00Z'
+          runs: [run ids]
+          samples: 30
+          spread: 0.05              # relative robust spread of all samples
+          between_run_spread: 0.04  # relative spread of per-run medians (episodes)
+          within_run_spread: 0.02   # spread of samples inside one run
+          stack: 3f2a...            # software-stack hash of the runs
+          estimator: huber-1.5      # how samples were summarised (stats.location)
+
+(the noise fields are those of :class:`hpc_health.judge.stats.Reference`)
+
+A malformed file is reported with its file, key path and line.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpc_health.site import hardware, yamlio
+
+PROVENANCE_KEY = "$provenance"
+HARDWARE_KEY = "$hardware"
+_NUM = (int, float)
+_PROVENANCE_FIELDS = {"captured": str, "runs": list, "samples": int, "spread": _NUM,
+                      "between_run_spread": _NUM, "between_run_spread_better": _NUM,
+                      "within_run_spread": _NUM, "episode_floor": _NUM, "too_noisy": bool,
+                      "stack": str, "note": str, "floor": _NUM, "cap": _NUM,
+                      "estimator": str, "rounds": (int, list), "mdc": _NUM, "weak": str,
+                      "no_reference": str}
+
+
+@dataclass
+class Reference:
+    value: float
+    lower: float | None
+    upper: float | None
+    unit: str
+    xfail: str | None = None
+    provenance: dict = field(default_factory=dict)
+
+
+class ReferenceSet:
+    """All references of one site, indexed the way ReFrame resolves them."""
+
+    def __init__(self, path, tests, provenance, hardware_=None, doc=None):
+        self.path = path
+        self._doc = doc
+        self.tests = tests          # name -> (index tuple, nested data)
+        self.provenance = provenance
+        self.hardware = hardware_ or {}   # 'system:partition' -> what it was measured on
+
+    def line_of(self, *keypath: str | int) -> int | None:
+        return self._doc.line_of(list(keypath)) if self._doc else None
+
+    def lookup(self, test: str, partition: str, environ: str, attrs: dict[str, Any],
+               var: str) -> Reference | None:
+        """Reference of *var* for a test case, or None.
+
+        *partition* is the full name ``system:partition``; *attrs* maps test
+        attribute names (parameters) to the case's values.
+        """
+        entry = self.tests.get(test)
+        if entry is None:
+            return None
+        index, data = entry
+        keys = []
+        for level in index:
+            if level == "$partition":
+                key = partition
+            elif level == "$system":
+                key = partition.split(":")[0]
+            elif level == "$environ":
+                key = environ
+            elif level in attrs:
+                key = attrs[level]
+            else:
+                return None
+            data = _match(data, key)
+            if data is None:
+                return None
+            keys.append(str(key))
+        leaf = data.get(var) if isinstance(data, dict) else None
+        if leaf is None:
+            return None
+        prov = self.provenance.get(test, {}).get("/".join(keys + [var]), {})
+        if leaf[0] == "$xfail":
+            v = leaf[2]
+            return Reference(v[0], v[1], v[2], v[3] if len(v) > 3 else "", xfail=leaf[1],
+                             provenance=prov)
+        return Reference(leaf[0], leaf[1], leaf[2], leaf[3] if len(leaf) > 3 else "",
+                         provenance=prov)
+
+
+def _match(level, key):
+    """Exact key, else the keys as anchored regular expressions (ReFrame's
+    rule), else None."""
+    if not isinstance(level, dict):
+        return None
+    if key in level:
+        return level[key]
+    skey = str(key)
+    for k, v in level.items():
+        if str(k) == skey:
+            return v
+    for k, v in level.items():
+        if isinstance(k, str) and isinstance(key, str):
+            try:
+                if re.fullmatch(k, key):
+                    return v
+            except re.error:
+                continue
+    return None
+
+
+def load(path: str | Path) -> ReferenceSet:
+    """Load and validate a reference file; ConfigError names file, key path
+    and line of the first problem."""
+    doc = yamlio.load(path)
+    data = doc.data if doc.data is not None else {}
+    if not isinstance(data, dict):
+        raise doc.error([], "a reference file is a mapping of test names to references")
+    tests = {}
+    for test, body in data.items():
+        if test in (PROVENANCE_KEY, HARDWARE_KEY):
+            continue
+        if not isinstance(test, str) or not re.fullmatch(r"[A-Za-z_]\w*", test):
+            raise doc.error([test], f"{test!r} is not a test class name")
+        if not isinstance(body, dict):
+            raise doc.error([test], "expected a mapping (an optional $index and the references)")
+        index = body.get("$index", ["$partition"])
+        if "$index" in body and (not isinstance(index, list) or not index
+                                 or not all(isinstance(i, str) for i in index)):
+            raise doc.error([test, "$index"], "must be a non-empty list of attribute names")
+        nested = {k: v for k, v in body.items() if k != "$index"}
+        _check_level(doc, [test], nested, len(index))
+        tests[test] = (tuple(index), nested)
+    provenance = data.get(PROVENANCE_KEY) or {}
+    _check_provenance(doc, provenance, tests)
+    measured_on = data.get(HARDWARE_KEY) or {}
+    _check_hardware(doc, measured_on)
+    return ReferenceSet(str(path), tests, provenance, measured_on, doc)
+
+
+def _check_hardware(doc, measured_on):
+    kp = [HARDWARE_KEY]
+    if not isinstance(measured_on, dict):
+        raise doc.error(kp, "expected a mapping of 'system:partition' to hardware")
+    for part, hw in measured_on.items():
+        if not isinstance(part, str) or ":" not in part:
+            raise doc.error(kp + [part], "keys are full partition names 'system:partition'")
+        if not isinstance(hw, dict):
+            raise doc.error(kp + [part], "expected a mapping (cpu, cpus, memory_gib, nodes)")
+        unknown = set(hw) - set(hardware.FIELDS)
+        if unknown:
+            raise doc.error(kp + [part, sorted(unknown)[0]],
+                            f"unknown hardware field (known: {', '.join(hardware.FIELDS)})")
+
+
+def _check_level(doc, keypath, node, depth):
+    if not isinstance(node, dict):
+        raise doc.error(keypath, f"expected a mapping with {depth} more index level(s)")
+    for key, val in node.items():
+        if depth > 0:
+            _check_level(doc, keypath + [key], val, depth - 1)
+        else:
+            _check_leaf(doc, keypath + [key], val)
+
+
+def _check_leaf(doc, keypath, val):
+    if isinstance(val, list) and val and val[0] == "$xfail":
+        if len(val) != 3 or not isinstance(val[1], str):
+            raise doc.error(keypath, "an expected failure is "
+                            "['$xfail', 'reason', [value, lower, upper, unit]]")
+        _check_leaf(doc, keypath, val[2])
+        return
+    if not isinstance(val, list) or len(val) not in (3, 4):
+        raise doc.error(keypath, f"a reference is [value, lower, upper, unit], got {val!r}")
+    value, lower, upper = val[:3]
+    if not _is_number(value):
+        raise doc.error(keypath, f"value {value!r} is not a number")
+    if value == 0:
+        # A zero reference turns ReFrame's fractional bounds into absolute
+        # ones around 0: such a check can hardly ever fail.  Refuse it.
+        raise doc.error(keypath, "a reference value of 0 can never fail; capture a real value")
+    for name, b, sign in (("lower", lower, -1), ("upper", upper, 1)):
+        if b is None:
+            continue
+        if not _is_number(b):
+            raise doc.error(keypath, f"{name} bound {b!r} is not a number or null")
+        if b * sign < 0:
+            raise doc.error(keypath, f"{name} bound {b} must be {'<= 0' if sign < 0 else '>= 0'} "
+                            "(bounds are fractions of the value)")
+    if lower is None and upper is None:
+        raise doc.error(keypath, "both bounds are null: this reference could never fail")
+    if len(val) == 4 and not isinstance(val[3], str):
+        raise doc.error(keypath, f"unit {val[3]!r} is not a string")
+
+
+def _check_provenance(doc, provenance, tests):
+    kp = [PROVENANCE_KEY]
+    if not isinstance(provenance, dict):
+        raise doc.error(kp, "expected a mapping of test names")
+    for test, entries in provenance.items():
+        if not isinstance(entries, dict):
+            raise doc.error(kp + [test], "expected a mapping of reference paths")
+        for key, fields in entries.items():
+            if not isinstance(fields, dict):
+                raise doc.error(kp + [test, key], "expected a mapping of provenance fields")
+            for name, value in fields.items():
+                want = _PROVENANCE_FIELDS.get(name)
+                if want is None:
+                    raise doc.error(kp + [test, key, name],
+                                    "unknown provenance field (known: "
+                                    f"{', '.join(sorted(_PROVENANCE_FIELDS))})")
+                if not isinstance(value, want) or (isinstance(value, bool) and want is not bool):
+                    raise doc.error(kp + [test, key, name], f"{value!r} has the wrong type")
+
+
+def _is_number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

@@ -1,0 +1,116 @@
+"""The results store: one directory per run, holding ReFrame's JSON run
+report (the data) and ``run.json`` (our provenance: site, software stack,
+nodes, time; collected by :mod:`hpc_health.run.provenance`).  Everything
+that reads results reads from here; nothing re-runs a benchmark to answer a
+question about the past."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hpc_health import paths, processes
+
+if TYPE_CHECKING:
+    from hpc_health.judge.verdicts import Verdict
+
+#: The verdicts a run was judged with when it was stored.
+VERDICTS_FILE = "verdicts.json"
+#: Exit codes of runs whose report holds judged figures: healthy, unhealthy,
+#: and stopped by a signal (what completed was judged).
+JUDGED_EXITS = (0, 1, 130, 129, 143)
+
+
+def runs_dir(site: str | None = None) -> Path:
+    root = paths.store_root() / "runs"
+    return root / site if site else root
+
+
+def new_run_dir(site: str) -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    base = runs_dir(site)
+    base.mkdir(parents=True, exist_ok=True)
+    for i in range(1000):
+        d = base / (stamp if i == 0 else f"{stamp}-{i}")
+        try:
+            d.mkdir()
+            return d
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"cannot create a run directory under {base}")
+
+
+def write_json(path: str | Path, data: Any) -> None:
+    """Write atomically: an interrupted run or a full disk must not leave a
+    truncated file that later reads take for data."""
+    tmp = Path(str(path) + ".tmp")
+    with open(tmp, "w") as fp:
+        json.dump(data, fp, indent=1, sort_keys=True)
+        fp.flush()
+        os.fsync(fp.fileno())
+    os.replace(tmp, path)
+
+
+def write_verdicts(run_dir: Path, verdict_list: Sequence[Verdict]) -> None:
+    """The verdicts as judged tonight, kept with the run: what history,
+    compare and exports show, whatever the references say later."""
+    write_json(run_dir / VERDICTS_FILE, [
+        {"check": v.measurement.check, "partition": v.measurement.partition_fullname,
+         "environ": v.measurement.environ, "variable": v.measurement.variable,
+         "verdict": v.verdict, "reason": v.reason} for v in verdict_list])
+
+
+@dataclass
+class Scan:
+    """The runs of the store that can be read, and those that cannot, with
+    why: a damaged run is named wherever runs are read, never dropped
+    silently."""
+    runs: list = field(default_factory=list)      # [(run_dir, run.json)], oldest first
+    damaged: list = field(default_factory=list)   # [(run id, reason)]
+
+
+def alive(meta: dict[str, Any]) -> bool:
+    """Is the run's own process still running (a run in progress)?"""
+    pid = meta.get("pid")
+    if not isinstance(pid, int) or meta.get("hostname") != socket.gethostname():
+        return False
+    return processes.alive(pid)
+
+
+def scan(site: str | None = None) -> Scan:
+    """Every stored run of *site* (or all sites), sorted by start."""
+    found = Scan()
+    base = runs_dir(site)
+    if not base.is_dir():
+        return found
+    pattern = "*/run.json" if site else "*/*/run.json"
+    for path in sorted(base.glob(pattern)):
+        try:
+            meta = json.loads(path.read_text())
+            if not isinstance(meta, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as err:
+            found.damaged.append((path.parent.name, f"run.json unreadable ({err})"))
+            continue
+        if "exit_code" not in meta:
+            if not alive(meta):
+                found.damaged.append((path.parent.name, "the run never finished (its process "
+                                      "was killed, or the machine stopped): no verdicts"))
+            continue
+        if meta.get("exit_code") not in JUDGED_EXITS or \
+                not (path.parent / "report.json").exists():
+            continue    # a configuration error or a run stopped before any report
+        found.runs.append((path.parent, meta))
+    found.runs.sort(key=lambda r: r[1].get("started", ""))
+    return found
+
+
+def list_runs(site: str | None = None) -> list[tuple[Path, dict[str, Any]]]:
+    """Stored runs with a report, oldest first: (run_dir, run.json data)."""
+    return scan(site).runs

@@ -1,0 +1,132 @@
+"""Run sets: which stored runs a command is about.
+
+::
+
+    [SITE:]SELECTOR[@PARTITION]
+
+    SELECTOR  RUN_ID | latest | last:N | tag:NAME | since:DATE | A..B
+    SITE      a site name (default: the command's site); a bare site name
+              means its latest run
+
+``A..B`` is every run from A to B (by start time, both included);
+``since:DATE`` every run started on or after DATE (``2026-11-01`` or
+``2026-11-01T12:00``).  ``@PARTITION`` keeps only that partition's figures.
+An unknown run id, tag or site is an error that lists the nearest
+candidates.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from hpc_health.errors import ConfigError
+
+if TYPE_CHECKING:
+    from hpc_health.store.index import Index, Run
+
+_KEYWORDS = ("last", "tag", "since")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}(T\d{2}(:?\d{2}(:?\d{2})?)?Z?)?$")
+SYNTAX = "RUN_ID, latest, last:N, tag:NAME, since:DATE or A..B, optionally SITE: and @PARTITION"
+
+
+@dataclass
+class RunSet:
+    text: str
+    site: str
+    partition: str | None = None
+    runs: list = field(default_factory=list)        # index.Run, oldest first
+
+    @property
+    def label(self) -> str:
+        ids = [r.run_id for r in self.runs]
+        what = ids[0] if len(ids) == 1 else f"{len(ids)} runs {ids[0]} .. {ids[-1]}"
+        text = self.text if self.text.startswith(f"{self.site}:") else f"{self.site}:{self.text}"
+        return f"{text} ({what})"
+
+
+def split(text: str, default_site: str, sites: Iterable[str]) -> tuple[str, str, str | None]:
+    """(site, selector, partition) of a run set's text."""
+    body, _, partition = text.partition("@")
+    head, sep, rest = body.partition(":")
+    if sep and head not in _KEYWORDS:
+        site, selector = head, rest
+    else:
+        site, selector = default_site, body
+    if not sep and selector in sites and selector != "latest":
+        site, selector = selector, "latest"
+    if not selector:
+        raise ConfigError(text, f"an empty run set: give {SYNTAX}")
+    return site, selector, partition or None
+
+
+def resolve(idx: Index, text: str, default_site: str,
+            known_sites: Iterable[str] = ()) -> RunSet:
+    """The :class:`RunSet` that *text* names, from the index *idx*."""
+    site, selector, partition = split(text, default_site, set(known_sites) | set(idx.sites()))
+    listing = idx.listing(site)
+    runs = listing.runs
+    if not runs:
+        stored = idx.sites()
+        raise ConfigError(text, f"no stored run of site {site!r}" +
+                          (f" (sites with runs: {', '.join(stored)})" if stored else
+                           " (the store is empty)"))
+    chosen = select(runs, selector, text)
+    if partition:
+        parts = idx.partitions(chosen)
+        if partition not in parts:
+            raise ConfigError(text, f"no partition {partition!r} in these runs"
+                              + _nearest(partition, sorted(parts)))
+    return RunSet(text, site, partition, chosen)
+
+
+def select(runs: list[Run], selector: str, text: str) -> list[Run]:
+    ids = [r.run_id for r in runs]
+    if selector == "latest":
+        return runs[-1:]
+    kind, sep, arg = selector.partition(":")
+    if sep and kind == "last":
+        if not arg.isdigit() or int(arg) < 1:
+            raise ConfigError(text, f"last:N needs a positive whole number, not {arg!r}")
+        return runs[-int(arg):]
+    if sep and kind == "tag":
+        found = [r for r in runs if arg in r.tags]
+        if not found:
+            tags = sorted({t for r in runs for t in r.tags})
+            raise ConfigError(text, f"no run tagged {arg!r}" + (_nearest(arg, tags) if tags
+                                                                  else " (no run has a tag)"))
+        return found
+    if sep and kind == "since":
+        if not _DATE.match(arg):
+            raise ConfigError(text, f"since:DATE takes 2026-11-01 or 2026-11-01T12:00, "
+                              f"not {arg!r}")
+        found = [r for r in runs if r.started >= arg]
+        if not found:
+            raise ConfigError(text, f"no run started since {arg} (the latest started "
+                              f"{runs[-1].started})")
+        return found
+    if ".." in selector:
+        a, b = selector.split("..", 1)
+        ia, ib = _position(ids, a, text), _position(ids, b, text)
+        if ia > ib:
+            raise ConfigError(text, f"{a} started after {b}: write {b}..{a}")
+        return runs[ia:ib + 1]
+    return [runs[_position(ids, selector, text)]]
+
+
+def _position(ids, run_id, text):
+    if run_id in ids:
+        return ids.index(run_id)
+    raise ConfigError(text, f"no run {run_id!r} (a run set is {SYNTAX})"
+                      + _nearest(run_id, ids))
+
+
+def _nearest(word, candidates):
+    near = difflib.get_close_matches(word, candidates, n=3, cutoff=0.5)
+    if not near:
+        near = sorted(candidates)[-3:]
+        return f"; the latest: {', '.join(near)}" if near else ""
+    return f"; did you mean {', '.join(near)}?"
