@@ -57,11 +57,18 @@ def validate(site):
 @click.command()
 @site_option
 @click.argument("run_set", metavar="[SET]", required=False)
-def report(site, run_set):
+@click.option("--markdown", is_flag=True,
+              help="Markdown instead of the table: the verdict line, the DEGRADED/FAIL rows "
+                   "and what of the software stack changed since the run before (job logs, "
+                   "merge-request comments).")
+@click.option("--junit", "junit_file", metavar="FILE",
+              help="Also write JUnit XML: every judged figure a test case, DEGRADED/FAIL a "
+                   "failure with its reason (CI test views).")
+def report(site, run_set, markdown, junit_file):
     """Print the health table of a stored run (default: the latest
     readable one), or of each run of a run set (tag:NAME, last:N, ...)."""
-    from hpc_health.cli import table
-    from hpc_health.judge import results, verdicts
+    from hpc_health.cli import summaries, table
+    from hpc_health.judge import comparison, results, verdicts
     from hpc_health.run import preflight, session
     from hpc_health.site import sites
     from hpc_health.store import index, rundirs, runsets
@@ -85,16 +92,32 @@ def report(site, run_set):
         raise ConfigError(rundirs.runs_dir(s.name), "no stored run with a readable report"
                           + (f" ({listing.note()})" if listing.damaged else ""))
     code = 0
+    judged = []
+    order = [x.run_id for x in listing.runs]
     for r in runs:
         rep = results.load_report(r.dir / "report.json")
+        measured = results.measurements(rep)
         vs = session.judge_report(rep, refs, r.meta.get("hardware"))
         if r.meta.get("per_node"):
             vs = verdicts.node_outliers(vs, s.settings.get("per_node_min_change"))
+        judged.append((r.run_id, vs))
+        code = max(code, verdicts.exit_code(vs))
+        if markdown:
+            at = order.index(r.run_id) if r.run_id in order else 0
+            prev = listing.runs[at - 1] if at > 0 else None
+            stack, specs = ([], []) if prev is None else comparison.stack_diff(
+                [prev], [r], [results.measurements(results.load_report(prev.dir / "report.json")),
+                              measured])
+            click.echo(summaries.markdown(r.site, r.run_id, vs, stack, specs,
+                                          prev.run_id if prev else None))
+            continue
         tags = f", tags {','.join(r.tags)}" if r.tags else ""
         click.echo(f"run {r.run_id} on {r.meta.get('hostname')} started "
                    f"{r.meta.get('started')}{tags}")
         click.echo(table.render(vs))
-        code = max(code, verdicts.exit_code(vs))
+    if junit_file:
+        written = summaries.write_atomically(junit_file, summaries.junit(s.name, judged))
+        click.echo(f"wrote {written} ({sum(len(vs) for _, vs in judged)} test cases)", err=True)
     sys.exit(code)
 
 

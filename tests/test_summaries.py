@@ -1,0 +1,75 @@
+"""CI summaries of stored runs: `report --markdown` and `report --junit`."""
+
+import xml.etree.ElementTree as ET
+
+import yaml
+from sandbox import hpc_health, make_root
+from store_fixtures import case, write_run
+
+REFERENCE = {"StreamTriadScaling": {"$index": ["$partition", "$environ"],
+                                    "local:default": {"gnu-mpi": {
+                                        "triad": [35000, -0.1, 0.1, "MB/s"]}}},
+             "OsuPointToPoint": {"$index": ["$partition", "$environ", "placement"],
+                                 "local:default": {"gnu-mpi": {"intra": {
+                                     "latency_4KiB": [2.3, -0.2, 0.2, "us"]}}}}}
+
+
+def _store(tmp_path, triad_tonight):
+    root = make_root(tmp_path, references=False)
+    (root / "reference" / "local.yaml").write_text(yaml.safe_dump(REFERENCE))
+    store = root.parent / "store"
+    stacks = {"20261120T020000Z": "gcc@12.2.0", "20261121T020000Z": "gcc@13.1.0"}
+    for (rid, compiler), triad in zip(stacks.items(), (35100, triad_tonight)):
+        tcs = [case("StreamTriadScaling", "triad", triad, "MB/s"),
+               case("OsuPointToPoint", "latency_4KiB", 2.31, "us", params={"placement": "intra"}),
+               case("IorBandwidth", None, None, "MiB/s", result="skip",
+                    fail_reason="no scratch directory for partition default")]
+        write_run(store, "local", rid, tcs, started=rid,
+                  meta={"stack": {"mpicc": compiler}, "hostname": "node1"})
+    return root
+
+
+def test_markdown_gives_the_verdict_the_failing_rows_and_the_stack_change(tmp_path):
+    root = _store(tmp_path, 20000)
+    res = hpc_health(root, "report", "--site", "local", "--markdown")
+    assert res.returncode == 1, res.stdout + res.stderr
+    out = res.stdout
+    assert out.startswith("### hpc-health `local` run `20261121T020000Z`: **UNHEALTHY** (")
+    rows = [line for line in out.splitlines() if line.startswith("| StreamTriadScaling")]
+    assert len(rows) == 1 and "| DEGRADED |" in rows[0] and "-42.9" in rows[0]
+    assert "OsuPointToPoint" not in out          # passing rows stay in the table
+    assert "**Software stack since run `20261120T020000Z`:**" in out
+    assert "- compiler: `gcc@12.2.0` → `gcc@13.1.0`" in out
+
+
+def test_junit_has_a_case_per_figure_and_failures_with_their_reason(tmp_path):
+    root = _store(tmp_path, 20000)
+    out = tmp_path / "ci" / "junit.xml"
+    out.parent.mkdir()
+    res = hpc_health(root, "report", "--site", "local", "last:2", "--junit", str(out))
+    assert res.returncode == 1, res.stdout + res.stderr
+    suites = ET.parse(out).getroot().findall("testsuite")
+    assert [s.get("name") for s in suites] == ["hpc-health local 20261120T020000Z",
+                                               "hpc-health local 20261121T020000Z"]
+    first, tonight = suites
+    assert (first.get("tests"), first.get("failures"), first.get("skipped")) == ("3", "0", "1")
+    assert (tonight.get("tests"), tonight.get("failures")) == ("3", "1")
+    (failed,) = [c for c in tonight.findall("testcase") if c.find("failure") is not None]
+    assert failed.get("classname") == "local.StreamTriadScaling"
+    assert failed.get("name") == "triad [local:default gnu-mpi]"
+    assert failed.find("failure").get("type") == "DEGRADED"
+    assert "worse" in failed.find("failure").get("message")
+    skipped = [c for c in tonight.findall("testcase") if c.find("skipped") is not None]
+    assert "no scratch directory" in skipped[0].find("skipped").get("message")
+
+
+def test_junit_into_a_missing_directory_is_refused_and_writes_nothing(tmp_path):
+    root = _store(tmp_path, 35000)
+    res = hpc_health(root, "report", "--site", "local", "--junit", str(tmp_path / "no" / "j.xml"))
+    assert res.returncode == 2 and "no directory" in res.stderr
+    assert not (tmp_path / "no").exists()
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    res = hpc_health(root, "report", "--site", "local", "--junit", str(a_file / "j.xml"))
+    assert res.returncode == 2 and "no directory" in res.stderr
+    assert a_file.read_text() == ""
