@@ -1,7 +1,9 @@
-"""CI summaries of stored runs: `report --markdown` and `report --junit`."""
+"""What other tools read of stored runs: `report --markdown`, `report
+--junit`, `export --prometheus`."""
 
 import xml.etree.ElementTree as ET
 
+import pytest
 import yaml
 from sandbox import hpc_health, make_root
 from store_fixtures import case, write_run
@@ -11,7 +13,10 @@ REFERENCE = {"StreamTriadScaling": {"$index": ["$partition", "$environ"],
                                         "triad": [35000, -0.1, 0.1, "MB/s"]}}},
              "OsuPointToPoint": {"$index": ["$partition", "$environ", "placement"],
                                  "local:default": {"gnu-mpi": {"intra": {
-                                     "latency_4KiB": [2.3, -0.2, 0.2, "us"]}}}}}
+                                     "latency_4KiB": [2.3, -0.2, 0.2, "us"]}}}},
+             "$provenance": {"StreamTriadScaling": {"local:default/gnu-mpi/triad": {
+                 "runs": ["a", "b", "c", "d", "e"], "samples": 15, "spread": 0.03,
+                 "between_run_spread": 0.03, "within_run_spread": 0.02}}}}
 
 
 def _store(tmp_path, triad_tonight):
@@ -73,3 +78,40 @@ def test_junit_into_a_missing_directory_is_refused_and_writes_nothing(tmp_path):
     res = hpc_health(root, "report", "--site", "local", "--junit", str(a_file / "j.xml"))
     assert res.returncode == 2 and "no directory" in res.stderr
     assert a_file.read_text() == ""
+
+
+def test_prometheus_textfile_parses_with_base_units_and_one_gauge_per_state(tmp_path):
+    parser = pytest.importorskip("prometheus_client.parser")
+    root = _store(tmp_path, 20000)
+    out = tmp_path / "hpc_health.prom"
+    res = hpc_health(root, "export", "--site", "local", "--prometheus", str(out))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".hpc_health.prom")]
+    families = {f.name: f for f in parser.text_string_to_metric_families(out.read_text())}
+    assert all(f.type == "gauge" for f in families.values())
+    assert all(s.timestamp is None for f in families.values() for s in f.samples)
+    triad = {"site": "local", "partition": "local:default", "check": "StreamTriadScaling",
+             "figure": "triad", "environ": "gnu-mpi"}
+
+    def value(family, **labels):
+        (s,) = [s for s in families[family].samples if s.labels == labels]
+        return s.value
+
+    assert value("hpc_health_figure_bytes_per_second", **triad) == pytest.approx(20000e6)
+    assert value("hpc_health_reference_bytes_per_second", **triad) == pytest.approx(35000e6)
+    assert 0 < value("hpc_health_mdc_ratio", **triad) < 1
+    assert value("hpc_health_verdict", **triad, state="DEGRADED") == 1
+    assert value("hpc_health_verdict", **triad, state="PASS") == 0
+    lat = {**triad, "check": "OsuPointToPoint %placement=intra", "figure": "latency_4KiB"}
+    assert value("hpc_health_figure_seconds", **lat) == pytest.approx(2.31e-6)
+    run = {"site": "local", "run": "20261121T020000Z"}
+    assert value("hpc_health_run_healthy", **run) == 0
+    assert value("hpc_health_run_timestamp_seconds", **run) == 1795226400   # 2026-11-21 02:00Z
+
+
+def test_prometheus_and_an_export_file_are_one_or_the_other(tmp_path):
+    root = _store(tmp_path, 35000)
+    res = hpc_health(root, "export", "--site", "local", "latest", "-o", str(tmp_path / "x"),
+                     "--prometheus", str(tmp_path / "y.prom"))
+    assert res.returncode == 2 and "either" in res.stderr
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y.prom").exists()

@@ -7,11 +7,14 @@ from hpc_health.cli.common import site_option
 
 @click.command("export")
 @site_option
-@click.argument("run_sets", nargs=-1, required=True, metavar="SET [SET ...]")
-@click.option("--output", "-o", "output", required=True, type=click.Path(dir_okay=False),
+@click.argument("run_sets", nargs=-1, metavar="SET [SET ...]")
+@click.option("--output", "-o", "output", type=click.Path(dir_okay=False),
               metavar="FILE", help="The file to write (gzip-compressed JSON; plain JSON when "
                                    "FILE ends in .json).")
-def export_cmd(site, run_sets, output):
+@click.option("--prometheus", "prom", type=click.Path(dir_okay=False), metavar="FILE.prom",
+              help="Instead: the figures and verdicts of the latest run (of SET, if given) "
+                   "for node_exporter's textfile collector, written atomically.")
+def export_cmd(site, run_sets, output, prom):
     """Write stored runs to one portable file for another site's store.
 
     SET is a run set as for compare (RUN_ID, latest, last:N, tag:NAME,
@@ -21,14 +24,44 @@ def export_cmd(site, run_sets, output):
     """
     from hpc_health.site import sites
     from hpc_health.store import index, portable, runsets
+    if bool(output) == bool(prom):
+        raise click.UsageError("give either -o FILE (with SET ...) or --prometheus FILE.prom")
+    if output and not run_sets:
+        raise click.UsageError("-o FILE exports run sets: give at least one SET")
     with index.open_index() as idx:
         known = sites.available()
-        runs = [r for text in run_sets for item in text.split(",") if item
+        runs = [r for text in (run_sets or ("latest",)) for item in text.split(",") if item
                 for r in runsets.resolve(idx, item, site, known).runs]
+    if prom:
+        _prometheus(runs[-1], prom)
+        return
     written = portable.export(runs, output)
     per_site = ", ".join(f"{n} of {s}" for s, n in written.sites().items())
     click.echo(f"wrote {written.path}: {len(written.runs)} run"
                f"{'s' if len(written.runs) > 1 else ''} ({per_site}), {_size(written.size)}")
+
+
+def _prometheus(run, path):
+    """The run judged as ``report`` judges it, in the text format."""
+    import calendar
+    import time
+
+    from hpc_health.cli import prometheus, summaries
+    from hpc_health.judge import results
+    from hpc_health.run import preflight, session
+    _, refs = preflight.validate(run.site)
+    vs = session.judge_report(results.load_report(run.dir / "report.json"), refs,
+                              run.meta.get("hardware"))
+    started = None
+    for form in ("%Y-%m-%dT%H:%M:%SZ", "%Y%m%dT%H%M%SZ"):    # run.json's, a run id's
+        try:
+            started = float(calendar.timegm(time.strptime(str(run.meta.get("started")), form)))
+            break
+        except ValueError:
+            continue
+    text = prometheus.render(run.site, run.run_id, started, vs)
+    written = summaries.write_atomically(path, text.encode())
+    click.echo(f"wrote {written}: run {run.run_id}, {len(vs)} figures", err=True)
 
 
 def _size(n):
