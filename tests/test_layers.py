@@ -12,6 +12,8 @@ command layer.
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -260,8 +262,6 @@ def test_the_command_starts_without_numpy_scipy_or_reframe():
     # Every command imports what it judges with when it runs: --version,
     # --help and the commands that need no statistics start in the
     # interpreter's time (docs/development.md, store scale).
-    import subprocess
-    import sys
     code = ("import sys, hpc_health.cli.main; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'scipy', 'reframe'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
