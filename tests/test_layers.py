@@ -12,6 +12,8 @@ command layer.
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -254,3 +256,13 @@ def test_the_module_map_in_the_docs_is_the_tree():
     documented, tree = _map_entries(), _tree_entries()
     assert sorted(documented - tree) == [], "in docs/development.md's map, not in the tree"
     assert sorted(tree - documented) == [], "in the tree, not in docs/development.md's map"
+
+
+def test_the_command_starts_without_numpy_scipy_or_reframe():
+    # Every command imports what it judges with when it runs: --version,
+    # --help and the commands that need no statistics start in the
+    # interpreter's time (docs/development.md, store scale).
+    code = ("import sys, hpc_health.cli.main; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'scipy', 'reframe'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

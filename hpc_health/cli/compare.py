@@ -10,7 +10,6 @@ import click
 
 from hpc_health.cli import table
 from hpc_health.cli.common import say_note, site_option
-from hpc_health.judge.comparison import IMPROVED, INCONCLUSIVE, REGRESSED
 
 
 def _partition_map(values):
@@ -67,6 +66,9 @@ def compare(site, set_a, set_b, maps, normalise, margin, as_json):
 # --- output -----------------------------------------------------------------------
 
 def render(res, normalise=False):
+    # Imported here, as every command imports what it judges with: numpy and
+    # scipy are not loaded for commands that do not need them.
+    from hpc_health.judge.comparison import IMPROVED, INCONCLUSIVE, REGRESSED
     lines = [f"A = {res.a.label}", f"B = {res.b.label}"]
     renamed = {a: b for a, b in res.partition_map.items() if a != b}
     if renamed:
