@@ -1,6 +1,8 @@
 """What other tools read of stored runs: `report --markdown`, `report
 --junit`, `export --prometheus`."""
 
+import json
+import os
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -115,3 +117,75 @@ def test_prometheus_and_an_export_file_are_one_or_the_other(tmp_path):
                      "--prometheus", str(tmp_path / "y.prom"))
     assert res.returncode == 2 and "either" in res.stderr
     assert not (tmp_path / "x").exists() and not (tmp_path / "y.prom").exists()
+
+
+class _Dashboard:
+    """A small HTTP server on 127.0.0.1 that records what it is sent and
+    can be told to answer 500."""
+
+    def __init__(self):
+        import http.server
+        import threading
+        self.bodies, self.auth, self.status = [], [], 200
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if outer.status == 200:
+                    outer.bodies.append(json.loads(body))
+                    outer.auth.append(self.headers.get("Authorization"))
+                self.send_response(outer.status)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hpc-health"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_push_delivers_each_run_once_and_keeps_the_rest_across_an_outage(tmp_path):
+    root = _store(tmp_path, 20000)
+    store = root.parent / "store"
+    board = _Dashboard()
+    try:
+        env = {**os.environ, "HPC_HEALTH_PUSH_TOKEN": "s3cret"}
+        res = hpc_health(root, "push", "--site", "local", board.url, env=env)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "2 run(s) of local sent" in res.stdout and "s3cret" not in res.stdout + res.stderr
+        assert [b[0]["run"] for b in board.bodies] == ["20261120T020000Z", "20261121T020000Z"]
+        (triad,) = [r for r in board.bodies[1] if r["figure"] == "triad"]
+        assert triad["verdict"] == "DEGRADED" and triad["value"] == 20000 and triad["mdc"] > 0
+        assert board.auth == ["Bearer s3cret"] * 2
+        # Nothing new: nothing sent.
+        res = hpc_health(root, "push", "--site", "local", board.url, env=env)
+        assert res.returncode == 0 and "0 run(s) of local sent" in res.stdout
+        assert len(board.bodies) == 2
+        # Two more nights while the dashboard answers 500: both wait.
+        for rid in ("20261122T020000Z", "20261123T020000Z"):
+            write_run(store, "local", rid, [case("StreamTriadScaling", "triad", 35000, "MB/s")],
+                      started=rid)
+        board.status = 500
+        res = hpc_health(root, "push", "--site", "local", board.url, "--retries", "1", env=env)
+        assert res.returncode == 1 and "2 run(s) of local wait for" in res.stderr, res.stderr
+        assert "answered 500" in res.stderr and len(board.bodies) == 2
+        # Back up: exactly the two that waited.
+        board.status = 200
+        res = hpc_health(root, "push", "--site", "local", board.url, env=env)
+        assert res.returncode == 0 and "2 run(s) of local sent" in res.stdout
+        assert [b[0]["run"] for b in board.bodies[2:]] == ["20261122T020000Z", "20261123T020000Z"]
+    finally:
+        board.close()
+    # A server that is not there at all: exit 1, the runs still queued, the
+    # token in no file of the store.
+    res = hpc_health(root, "push", "--site", "local", "http://127.0.0.1:9/x", "--retries", "0",
+                     env=env)
+    assert res.returncode == 1 and "did not answer" in res.stderr and "4 run(s)" in res.stderr
+    assert not [p for p in store.rglob("*") if p.is_file() and b"s3cret" in p.read_bytes()]

@@ -9,7 +9,7 @@ import json
 import click
 
 from hpc_health import __version__, parsers
-from hpc_health.cli import compare, export, history, reference, runs, spack
+from hpc_health.cli import compare, export, history, push, reference, runs, spack
 from hpc_health.cli.common import ErrorGroup
 from hpc_health.errors import ConfigError
 
@@ -40,7 +40,7 @@ def parse(kind, file):
 
 for command in (runs.run, runs.validate, runs.report, runs.runs_cmd, reference.reference,
                 history.history, compare.compare, export.export_cmd, export.import_cmd,
-                spack.spack):
+                spack.spack, push.push):
     cli.add_command(command)
 
 

@@ -119,4 +119,22 @@ site_configuration = {
     # ReFrame's own results database (--list-stored-sessions,
     # --performance-compare): the site's reframe_results_db, else in the store.
     'storage': reframe_storage(_SITE_DIR),
+    # Every performance figure to the site's OpenSearch/Elasticsearch as it
+    # is measured (ReFrame's httpjson handler), beside ReFrame's own perflog
+    # files.  ReFrame drops this handler for the whole session when the
+    # server does not answer at start-up: `hpc-health push URL` sends the
+    # judged figures of every night the index has not acknowledged.
+    'logging': [{
+        'handlers_perflog': [
+            {'type': 'filelog', 'prefix': '%(check_system)s/%(check_partition)s',
+             'level': 'info', 'format': '%(check_job_completion_time)s|%(check_info)s|'
+             '%(check_perfvalues)s', 'format_perfvars': '%(check_perf_var)s=%(check_perf_value)s '
+             '%(check_perf_unit)s|', 'append': True},
+            {'type': 'httpjson', 'url': 'http://opensearch.example.org:9200/hpc-health/_doc',
+             'level': 'info', 'extras': {'facility': 'hpc-health', 'site': 'example-slurm'},
+             # An API key, when the index wants one; kept out of the file.
+             'extra_headers': {'Authorization': f"ApiKey {os.environ.get('OPENSEARCH_API_KEY', '')}"},
+             'ignore_keys': ['check_perfvalues']},
+        ],
+    }],
 }
