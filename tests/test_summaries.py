@@ -189,3 +189,21 @@ def test_push_delivers_each_run_once_and_keeps_the_rest_across_an_outage(tmp_pat
                      env=env)
     assert res.returncode == 1 and "did not answer" in res.stderr and "4 run(s)" in res.stderr
     assert not [p for p in store.rglob("*") if p.is_file() and b"s3cret" in p.read_bytes()]
+
+
+def test_a_run_says_where_it_is_between_reframes_lines():
+    from hpc_health.run.console import Progress
+    now = [0.0]
+    with_previous = Progress(300.0, clock=lambda: now[0])
+    now[0] = 130.0
+    line = ("[ \x1b[32m      OK\x1b[0m ] (12/40) OsuPointToPoint %benchmark=osu_latency "
+            "/9529f780 @local:default+gnu-mpi")
+    assert with_previous(line) == ("hpc-health: [12/40] OsuPointToPoint: 2m10s elapsed, "
+                                   "~2m50s left (as long as the previous run)")
+    now[0] = 400.0
+    assert with_previous(line).endswith("longer than the previous run (5m00s)")
+    first_run = Progress(None, clock=lambda: now[0])
+    now[0] = 410.0
+    assert first_run(line).endswith(": 10s elapsed, ~23s left")
+    assert first_run("[ RUN      ] OsuPointToPoint") == ""
+    assert first_run("[ \x1b[33m    SKIP\x1b[0m ] (40/40) IorBandwidth /x @p+e").endswith("done")

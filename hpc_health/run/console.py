@@ -1,6 +1,11 @@
 """What a run prints besides ReFrame's progress lines: the header, which of
 ReFrame's lines to show, and the one sentence on what to do next."""
 
+from __future__ import annotations
+
+import re
+import time
+
 from hpc_health.judge import verdicts
 from hpc_health.site import hardware, spack_kit
 from hpc_health.store import capture
@@ -80,6 +85,40 @@ def adoption_lines(base, written, proposals):
             why = prop.get("no_reference") or prop.get("error")
             lines.append(f"  left out: {test} {'/'.join(str(v) for v in values)} {var}: {why}")
     return lines
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+#: ReFrame's line for a finished test case: "[       OK ] ( 5/40) Name ... /hash @part+env".
+_FINISHED = re.compile(r"^\[\s*(OK|FAIL|SKIP|ERROR|ABORT|XFAIL|XPASS)\s*\]\s*\(\s*(\d+)/(\d+)\)\s+"
+                       r"(\S+)")
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+class Progress:
+    """Where a run is, between ReFrame's lines: after each finished test
+    case, ``[k/N] Name: 2m10s elapsed, ~3m05s left``; what is left comes from
+    the previous comparable run's duration, else from the pace so far."""
+
+    def __init__(self, previous_s: float | None = None, clock=time.monotonic):
+        self.previous_s, self.clock, self.start = previous_s, clock, clock()
+
+    def __call__(self, line: str) -> str:
+        m = _FINISHED.match(_ANSI.sub("", line))
+        if not m:
+            return ""
+        k, n, name = int(m.group(2)), int(m.group(3)), m.group(4)
+        elapsed = self.clock() - self.start
+        if self.previous_s is not None and elapsed < self.previous_s:
+            left = f"~{_clock(self.previous_s - elapsed)} left (as long as the previous run)"
+        elif self.previous_s is not None:
+            left = f"longer than the previous run ({_clock(self.previous_s)})"
+        else:
+            left = f"~{_clock(elapsed * (n - k) / max(k, 1))} left" if k < n else "done"
+        return f"hpc-health: [{k}/{n}] {name}: {_clock(elapsed)} elapsed, {left}"
 
 
 class ProgressFilter:

@@ -10,7 +10,13 @@ from hpc_health import paths
 from hpc_health.cli import table
 from hpc_health.judge import results, verdicts
 from hpc_health.run.command import reframe_command, reframe_environ, rounds_for
-from hpc_health.run.console import ProgressFilter, adoption_lines, header, next_step
+from hpc_health.run.console import (
+    Progress,
+    ProgressFilter,
+    adoption_lines,
+    header,
+    next_step,
+)
 from hpc_health.run.preflight import check_free_space, check_note, check_run_tags, validate
 from hpc_health.run.provenance import (
     base_provenance,
@@ -69,12 +75,16 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
                             text=True, bufsize=1, env=reframe_environ(),
                             start_new_session=True)
     shown = ProgressFilter()
+    progress = Progress(previous_duration(site.name, meta))
     with open(run_dir / "reframe.out", "w") as log, StopSignals() as stop:
         try:
             for line in proc.stdout:
                 log.write(line)
                 if shown(line):
                     out.write(line)
+                    where = progress(line)
+                    if where:
+                        out.write(where + "\n")
                     out.flush()
             proc.wait()
         except Stopped as err:
@@ -126,6 +136,23 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
                 print(line, file=out)
     print(next_step(site, verdict_list, base, run_dir, adopted), file=out)
     return code
+
+
+def previous_duration(site_name, meta):
+    """Seconds the last completed run of the same selection took, or None."""
+    same = ("partition", "select_tags", "reframe_args", "per_node", "rounds")
+    for _, prev in reversed(rundirs.list_runs(site_name)):
+        if prev.get("run_id") == meta.get("run_id") or prev.get("exit_code") not in (0, 1):
+            continue
+        if any(prev.get(k) != meta.get(k) for k in same):
+            continue
+        try:
+            start = time.strptime(prev["started"], "%Y-%m-%dT%H:%M:%SZ")
+            end = time.strptime(prev["finished"], "%Y-%m-%dT%H:%M:%SZ")
+        except (KeyError, TypeError, ValueError):
+            continue
+        return max(time.mktime(end) - time.mktime(start), 0.0)
+    return None
 
 
 def _baseline_labels(base):
