@@ -18,8 +18,14 @@ echo "== fast stage: lint, types, unit tests, parsers, dry runs"
 start=$SECONDS
 "$venv/bin/ruff" check .
 "$venv/bin/mypy"      # the judge and store layers (pyproject.toml [tool.mypy])
-"$venv/bin/python" -m pytest -q -ra -m "not slow" "$@"
-echo "== fast stage passed in $((SECONDS - start)) s"
+# --durations: every CI log says where its time went (docs/development.md, CI time).
+"$venv/bin/python" -m pytest -q -ra --durations=10 -m "not slow" "$@"
+echo "== fast stage passed in $((SECONDS - start)) s (load $(cut -d' ' -f1-3 /proc/loadavg))"
 
 echo "== slow stage: MPI, ReFrame end to end, Slurm, faults, Spack"
-exec "$venv/bin/python" -m pytest -ra -m slow "$@"
+start=$SECONDS
+rc=0
+"$venv/bin/python" -m pytest -ra --durations=25 -m slow "$@" || rc=$?
+echo "== slow stage $( ((rc)) && echo "failed (exit $rc)" || echo passed) in $((SECONDS - start)) s" \
+     "(load $(cut -d' ' -f1-3 /proc/loadavg))"
+exit "$rc"

@@ -46,23 +46,43 @@ def _candidate_sites():
 SITES = _candidate_sites()
 
 
-@pytest.fixture(scope="module", params=SITES)
-def dry_run(request, tmp_path_factory):
-    name = request.param
+def _start_dry_run(name, out):
     site = sites.load(name)
-    out = tmp_path_factory.mktemp(f"dry-{name}")
-    report = out / "report.json"
     cmd = [command.reframe_executable(), "-C", str(site.reframe_config), "--system", name]
     for check in command.check_files():
         cmd += ["-c", check]
-    cmd += ["--dry-run", "--prefix", str(out), "--report-file", str(report)]
+    cmd += ["--dry-run", "--prefix", str(out), "--report-file", str(out / "report.json")]
     # Site configs name Lmod modules; no module command is needed to write
     # `module load` lines, and CI machines have no Lmod.
     env = dict(os.environ, RFM_RESOLVE_MODULE_CONFLICTS="0")
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=out)
-    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env, cwd=out)
+
+
+@pytest.fixture(scope="module")
+def _dry_runs(tmp_path_factory):
+    """Every site's dry run, started at once: each is one ReFrame process
+    that keeps a core busy, so together they take the time of the longest."""
+    started = {}
+    for name in SITES:
+        out = tmp_path_factory.mktemp(f"dry-{name}")
+        started[name] = (out, _start_dry_run(name, out))
+    yield started
+    for _, proc in started.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="module", params=SITES)
+def dry_run(request, _dry_runs):
+    name = request.param
+    out, proc = _dry_runs[name]
+    output, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, output[-8000:]
+    site = sites.load(name)
     cases = {}
-    for tc in json.loads(report.read_text())["runs"][0]["testcases"]:
+    for tc in json.loads((out / "report.json").read_text())["runs"][0]["testcases"]:
         cases[(tc["display_name"].split(" ~")[0], tc["partition"], tc["environ"])] = tc
     return name, site, load_config(site.reframe_config), cases
 

@@ -242,14 +242,14 @@ def test_kernel_checks_cross_both_nodes(cluster, tmp_path):
 
 
 def test_per_node_run_names_the_slowed_node_and_only_it(cluster, tmp_path):
+    """One per-node run with node02 throttled to a tenth of its CPUs: a
+    fault far outside what the shared host does to a copy, so the verdict
+    cannot flip.  (That two nodes alike name none, and that rounds outvote a
+    copy the host disturbed, is asserted on recorded series:
+    tests/test_pernode.py, tests/test_rounds.py; a clean live run here could
+    name a node the host happened to slow.)"""
     from sandbox import hpc_health, make_root
     root = make_root(tmp_path, sites=("local-slurm",), references=False)
-    clean = hpc_health(root, "run", "--site", "local-slurm", "--partition", "batch",
-                       "--per-node", "--", *SUBSET, env=cluster)
-    assert clean.returncode == 0, clean.stdout[-3000:] + clean.stderr
-    assert "OUTLIER" not in clean.stdout
-    assert "@node01" in clean.stdout and "@node02" in clean.stdout
-
     # A tenth of its CPUs for everything in node02's namespace: its ranks
     # are throttled, node01's are not.  The site runs three rounds, so a copy
     # that the shared host slowed is outvoted (site.yaml, per_node_rounds).
@@ -260,5 +260,7 @@ def test_per_node_run_names_the_slowed_node_and_only_it(cluster, tmp_path):
     finally:
         _run([CLUSTER, "slow", "node02", "off"])
     assert slow.returncode == 1, slow.stdout[-3000:] + slow.stderr
+    # One copy of each check per node, each judged.
+    assert "@node01" in slow.stdout and "@node02" in slow.stdout
     named = [line for line in slow.stdout.splitlines() if line.startswith("OUTLIER:")]
     assert named and all("node node02 " in line for line in named), named

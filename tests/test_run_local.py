@@ -42,6 +42,7 @@ def test_run_without_references_reports_no_reference(tmp_path):
         assert var in table
     assert "PASS" not in table  # nothing can pass without a reference
     assert "NO-REFERENCE" in table
+    assert "references: no reference file; collecting a baseline" in res.stdout
     assert "kernels built with cmake" in open(_job_out(root, "BarrierLatency")).read()
     run = _latest_run(root)
     assert run["exit_code"] == 0 and run["site"] == "local"
@@ -59,15 +60,6 @@ def test_impossible_reference_exits_1_and_names_variable(tmp_path):
     rows = [line for line in res.stdout.splitlines() if "time_1MiB" in line]
     assert rows and "DEGRADED" in rows[-1]
     assert "UNHEALTHY" in res.stdout
-
-
-def test_sanity_failure_is_fail_and_exits_1(tmp_path):
-    root = make_root(tmp_path, references=False)
-    # The kernel rejects zero iterations with a usage error (exit 2).
-    res = hpc_health(root, "run", "--site", "local", "--",
-                     "-n", "BarrierLatency", "-S", "BarrierLatency.iters=0")
-    assert res.returncode == 1, res.stdout + res.stderr
-    assert any("BarrierLatency" in line and "FAIL" in line for line in res.stdout.splitlines())
 
 
 def test_malformed_reference_exits_2_naming_file_and_line(tmp_path):

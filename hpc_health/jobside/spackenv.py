@@ -68,7 +68,15 @@ def compose(site_env, site_dir, specs, develop, install_tree=None,
     env['repos'] = repos
     config = dict(env.get('config') or {})
     if install_tree:
-        config['install_tree'] = {'root': _abs(install_tree, site_dir)}
+        root = _abs(install_tree, site_dir)
+        config['install_tree'] = {'root': root}
+        # Spack's default build stage, $tempdir/$user/spack-stage, is one
+        # per user of the machine: two Spacks building the same spec into
+        # different install trees at once (a nightly run and CI) wait on
+        # one lock there, and the second fails after 60 s (LockTimeoutError,
+        # seen here).  One stage per install tree, unless the site sets one.
+        tag = hashlib.sha256(root.encode()).hexdigest()[:10]
+        config.setdefault('build_stage', [f'$tempdir/$user/hpc-health-stage-{tag}'])
     if config:
         env['config'] = config
     if source_mirror:
