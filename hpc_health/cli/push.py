@@ -48,7 +48,8 @@ def records(run: Any, vs: Sequence[V.Verdict]) -> list[dict[str, Any]]:
 def _token(token_file: str | None) -> str | None:
     if token_file:
         try:
-            return open(token_file).read().strip() or None
+            with open(token_file) as fp:
+                return fp.read().strip() or None
         except OSError as err:
             raise ConfigError(token_file, f"cannot read the push token: {err.strerror}") from None
     return os.environ.get(TOKEN_ENV) or None
