@@ -3,8 +3,9 @@
  * busy-waited delay before every send and collective, to fake a slower
  * network (all ranks) or a slow rank (one rank).
  *
- *   FI_DELAY_NS    nanoseconds to add per call (0 or unset: no delay)
- *   FI_DELAY_RANK  only this MPI_COMM_WORLD rank is delayed (unset or -1: all)
+ *   FI_DELAY_NS       nanoseconds to add per call (0 or unset: no delay)
+ *   FI_DELAY_RANK     only this MPI_COMM_WORLD rank is delayed (unset or -1: all)
+ *   FI_INIT_DELAY_NS  nanoseconds to add to MPI_Init (a slow launcher or PMIx)
  *
  * Build: mpicc -O2 -shared -fPIC -o libpmpi_delay.so pmpi_delay.c
  *
@@ -36,17 +37,42 @@ static void configure(void)
     delay_ns = ns > 0 ? ns : 0;
 }
 
+static void spin_ns(long ns)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < ns);
+}
+
 static void spin(void)
 {
     if (delay_ns < 0)
         configure();
     if (delay_ns == 0)
         return;
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    do {
-        clock_gettime(CLOCK_MONOTONIC, &t);
-    } while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < delay_ns);
+    spin_ns(delay_ns);
+}
+
+static void init_delay(void)
+{
+    const char *s = getenv("FI_INIT_DELAY_NS");
+    long ns = s ? strtol(s, NULL, 10) : 0;
+    if (ns > 0)
+        spin_ns(ns);
+}
+
+int MPI_Init(int *argc, char ***argv)
+{
+    init_delay();
+    return PMPI_Init(argc, argv);
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    init_delay();
+    return PMPI_Init_thread(argc, argv, required, provided);
 }
 
 int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
