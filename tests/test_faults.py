@@ -207,10 +207,11 @@ def test_a_busy_node_is_named_beside_the_verdicts(tmp_path):
     doc = yaml.safe_load(path.read_text())
     doc["partitions"]["default"]["kernels"] = {"samples": 5, "barrier_iters": 20000}
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    # Another "job": two spinning processes in a session of their own.
+    # Another "job": four spinning processes in a session of their own (a
+    # loaded machine gives them a share of its 2 cores, not all of it).
     hog = subprocess.Popen([sys.executable, "-c", "import multiprocessing as m, itertools\n"
                             "def spin(_):\n    for _ in itertools.count(): pass\n"
-                            "m.Pool(2).map(spin, range(2))"], start_new_session=True)
+                            "m.Pool(4).map(spin, range(4))"], start_new_session=True)
     try:
         res = _cli(root, "run", "--site", "local")
     finally:
@@ -223,7 +224,10 @@ def test_a_busy_node_is_named_beside_the_verdicts(tmp_path):
     (run_dir,) = (_store(root) / "runs" / "local").iterdir()
     report = json.loads((run_dir / "report.json").read_text())
     (tc,) = [t for r in report["runs"] for t in r["testcases"] if t["name"] == "BarrierLatency"]
-    assert tc["node_load"]["other_cores"] > 1.0
+    # Above the note's threshold whatever else runs: at a load of 12 the
+    # four get about half a core between them, on a quiet machine nearly 2.
+    from hpc_health.jobside import nodeload
+    assert tc["node_load"]["other_cores"] > nodeload.BUSY_CORES
 
 
 def test_the_node_snapshots_count_other_sessions_only():
