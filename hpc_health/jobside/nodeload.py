@@ -107,6 +107,13 @@ def busy(before, after):
             "busiest": [[pid, comm, round(u, 3)] for u, pid, comm in used[:NAMED]]}
 
 
+def share(info):
+    """The share of the node's cores other processes used (0 when unknown)."""
+    if not info or not info.get("cpus"):
+        return 0.0
+    return float(info.get("other_cores", 0.0)) / float(info["cpus"])
+
+
 def note(info):
     """'node busy: …' when other processes used the node, else ''."""
     if not info or info.get("other_cores", 0) < BUSY_CORES:

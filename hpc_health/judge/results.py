@@ -46,6 +46,7 @@ class Measurement:
     better: str | None = None  # "higher" | "lower", as the check declared it
     note: str = ""                # why the check applied no reference
     busy: str = ""                # "node busy: …" when others used the node meanwhile
+    busy_share: float = 0.0       # the share of the node's cores others used meanwhile
     capability: str = ""          # declared capability it is a fraction of (Figure.capability)
 
     @property
@@ -195,7 +196,8 @@ def measurements(report: dict[str, Any]) -> list[Measurement]:
                                  if tc.get("result") in ("skip", "fail_deps")
                                  else tc.get("fail_reason")), params=params,
                     nodes=list(tc.get("job_nodelist") or []),
-                    busy=nodeload.note(_mapping(tc.get("node_load"))))
+                    busy=nodeload.note(_mapping(tc.get("node_load"))),
+                    busy_share=nodeload.share(_mapping(tc.get("node_load"))))
         perf = tc.get("perfvalues") or {}
         errors = _mapping(tc.get("figure_errors"))
         if not perf and not errors:

@@ -54,9 +54,10 @@ def collect(run_dirs: Sequence[Path], partition: str | None = None) -> dict[Any,
             values = (m.partition_fullname, m.environ, *m.params.values())
             key = (m.test, names, values, m.variable)
             entry = found.setdefault(key, {"unit": m.unit, "better": m.better, "runs": [],
-                                           "samples_by_run": []})
+                                           "samples_by_run": [], "busy_by_run": []})
             entry["runs"].append(run_dir.name)
             entry["samples_by_run"].append(m.samples or [m.value])
+            entry["busy_by_run"].append(m.busy_share)
     return found
 
 
@@ -81,8 +82,11 @@ def propose(found: dict[Any, Any], stack_hashes: Sequence[str | None] = (),
     family = max(1, len(found))
     for key, entry in found.items():
         test, names, values, var = key
+        entry, busy_note = _without_busy_runs(entry)
         prov = {"captured": now, "runs": sorted(set(entry["runs"])),
                 "samples": int(sum(len(s) for s in entry["samples_by_run"]))}
+        if busy_note:
+            prov["note"] = busy_note
         try:
             ref = stats.propose_reference(entry["samples_by_run"], entry["unit"],
                                           entry["better"], family=family)
@@ -117,6 +121,27 @@ def propose(found: dict[Any, Any], stack_hashes: Sequence[str | None] = (),
                                    entry["unit"]], "provenance": prov,
                           "constant": len({x for r in entry["samples_by_run"] for x in r}) == 1}
     return proposals
+
+
+#: A baseline run during which other processes used this share of the node
+#: or more measured them, not the machine: left out of the capture.
+BUSY_SHARE = 0.5
+
+
+def _without_busy_runs(entry: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The entry without the runs measured on a busy node, and what was left
+    out; all of them when fewer than half the runs (or two) were quiet,
+    since then there is no quiet baseline to keep."""
+    busy = [b >= BUSY_SHARE for b in entry.get("busy_by_run") or []]
+    quiet = busy.count(False)
+    if not any(busy) or quiet < max(2, (len(busy) + 1) // 2):
+        return entry, ""
+    keep = [i for i, b in enumerate(busy) if not b]
+    left = [entry["runs"][i] for i, b in enumerate(busy) if b]
+    kept = {**entry, "runs": [entry["runs"][i] for i in keep],
+            "samples_by_run": [entry["samples_by_run"][i] for i in keep]}
+    return kept, (f"left out {len(left)} run(s) during which other processes used half the "
+                  f"node or more: {', '.join(left)}")
 
 
 def weak_reason(ref: stats.Reference, direction: str, max_mdc: float, family: int) -> str:
@@ -217,6 +242,8 @@ def diff_lines(old_refs: ReferenceSet | None, proposals: dict[Any, Any]) -> list
             extra += f", MDC {prop['provenance']['mdc']:.0%}"
         if prop.get("constant"):
             extra += ", the same value in every sample"
+        if prop["provenance"].get("note"):
+            extra += f"; {prop['provenance']['note']}"
         extra += ")"
         if "weak" in prop["provenance"]:
             extra += f" WEAK: {prop['provenance']['weak']}"
