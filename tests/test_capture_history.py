@@ -191,18 +191,24 @@ def test_capture_leaves_out_what_measures_nothing_and_never_crashes(tmp_path):
 
 def test_capture_from_two_runs_promises_no_more_than_it_can_keep(tmp_path):
     """Two stored runs gave STREAM +-17 % bounds while only a 100 % change
-    could fail: the bounds now are the test's, and the reference says it is
-    weak and how many runs would make it strong enough."""
+    could fail.  The bounds are now the test's, and where the test could
+    flag only a change of 98 % (two runs: one degree of freedom), there is
+    no reference but the number of runs that would make one."""
     root = make_root(tmp_path, references=False)
     ids = _runs(root, TRIAD[:6], LAT[:6])
     res = hpc_health(root, "reference", "capture", "--site", "local", "--from", ",".join(ids),
                      "--write")
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert "2 references proposed (2 weak" in res.stdout
-    refs = _refs(root)
-    r = refs.lookup("StreamTriadScaling", "local:default", "gnu-mpi", {}, "triad")
-    assert r.lower < -0.5 and r.provenance["mdc"] > -r.lower
-    assert "more baseline runs" in r.provenance["weak"]
+    assert res.returncode == 1 and "nothing written" in res.stderr, res.stdout + res.stderr
+    line = [x for x in res.stdout.splitlines() if x.startswith("- StreamTriadScaling")][0]
+    assert "no reference: cannot gate: from 2 run(s) of 6 sample(s) the test flags only a " \
+           "change of" in line and "more baseline runs" in line
+    # From ten runs: a reference, weak or not, that says what it catches.
+    ids = _runs(root, TRIAD, LAT, start=10)
+    res = hpc_health(root, "reference", "capture", "--site", "local", "--from", ",".join(ids),
+                     "--write")
+    assert res.returncode == 0 and "2 references proposed" in res.stdout, res.stdout
+    r = _refs(root).lookup("StreamTriadScaling", "local:default", "gnu-mpi", {}, "triad")
+    assert 0 < r.provenance["mdc"] and -r.lower < r.provenance["mdc"]
 
 
 def test_capture_with_nothing_to_propose_writes_nothing(tmp_path):

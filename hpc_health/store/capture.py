@@ -103,6 +103,16 @@ def propose(found: dict[Any, Any], stack_hashes: Sequence[str | None] = (),
                                               "partition would",
                               "provenance": prov}
             continue
+        enforced = ref.upper if entry["better"] == stats.LOWER else -(ref.lower or 0.0)
+        if enforced is not None and enforced >= MAX_ENFORCED[entry["better"]]:
+            need = stats.runs_for_mdc(ref, entry["better"], max_mdc, family)
+            more = (f"{need - (ref.runs or 0)} more baseline runs ({need} in all) would bring "
+                    f"it to {max_mdc:.0%}" if need else "more runs alone would not")
+            proposals[key] = {"no_reference": f"cannot gate: from {ref.runs} run(s) of "
+                                              f"{prov['samples']} sample(s) the test flags "
+                                              f"only a change of {enforced:.0%} or more; {more}",
+                              "provenance": prov}
+            continue
         for name in ("spread", "between_run_spread", "between_run_spread_better",
                      "within_run_spread", "episode_floor", "mdc"):
             value = getattr(ref, name)
@@ -122,6 +132,12 @@ def propose(found: dict[Any, Any], stack_hashes: Sequence[str | None] = (),
                           "constant": len({x for r in entry["samples_by_run"] for x in r}) == 1}
     return proposals
 
+
+#: The widest bound a captured reference may need (the change the test can
+#: flag at all): a tenfold change either way.  Past it a reference gates
+#: nothing (one run of one sample: +10^107 %); the figure is left out with
+#: the runs that would make it useful.
+MAX_ENFORCED = {stats.LOWER: 9.0, stats.HIGHER: 0.9}
 
 #: A baseline run during which other processes used this share of the node
 #: or more measured them, not the machine: left out of the capture.
