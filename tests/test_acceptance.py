@@ -85,9 +85,13 @@ def test_acceptance_rejects_a_regressed_stack_and_accepts_the_fixed_one(tmp_path
     assert "--from tag:upgrade-2 --write" in ok.stdout
     assert "REGRESSED" not in ok.stdout
     # The command it prints re-baselines on exactly those runs.
+    # (Three halo runs on a busy VM may be too noisy to gate, or gate only
+    # a tenfold change: then capture names the figure, says why, writes
+    # nothing and exits 1.)
     cap = box.hpc_health("reference", "capture", "--site", "local", "--from", "tag:upgrade-2")
-    assert cap.returncode == 0, cap.stderr
-    assert "time_4KiB" in cap.stdout
+    assert cap.returncode == 0 or "no figure of these runs can be given a reference" in \
+        cap.stderr, cap.stdout + cap.stderr
+    assert [line for line in cap.stdout.splitlines() if " time_4KiB" in line], cap.stdout
 
     # Runs of one stack: the stack diff is empty (whatever their figures say).
     ids = box.run_ids()[-RUNS:]
