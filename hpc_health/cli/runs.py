@@ -1,6 +1,7 @@
 """Commands about runs: ``run``, ``validate``, ``report`` and ``runs``."""
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -56,7 +57,11 @@ def validate(site):
 
 @click.command()
 @site_option
-@click.argument("run_set", metavar="[SET]", required=False)
+@click.argument("run_sets", metavar="[SET] [SET_B]", nargs=-1)
+@click.option("--html", "html_file", metavar="FILE",
+              help="Write one self-contained HTML page instead: the verdict table, each "
+                   "figure's trend over the set (default: every stored run) and the latest run "
+                   "by benchmark; with two sets, their comparison.")
 @click.option("--markdown", is_flag=True,
               help="Markdown instead of the table: the verdict line, the DEGRADED/FAIL rows "
                    "and what of the software stack changed since the run before (job logs, "
@@ -64,9 +69,21 @@ def validate(site):
 @click.option("--junit", "junit_file", metavar="FILE",
               help="Also write JUnit XML: every judged figure a test case, DEGRADED/FAIL a "
                    "failure with its reason (CI test views).")
-def report(site, run_set, markdown, junit_file):
+def report(site, run_sets, html_file, markdown, junit_file):
     """Print the health table of a stored run (default: the latest
-    readable one), or of each run of a run set (tag:NAME, last:N, ...)."""
+    readable one), or of each run of a run set (tag:NAME, last:N, ...).
+
+    With --html FILE, write the set's health report as one HTML file that
+    opens from disk with no network; with two sets and --html, the page of
+    their comparison (as `hpc-health compare`)."""
+    if len(run_sets) > 2 or (len(run_sets) == 2 and not html_file):
+        raise click.UsageError("give one run set, or two with --html FILE "
+                               "(`hpc-health compare A B` prints two sets' comparison)")
+    if html_file:
+        if markdown or junit_file:
+            raise click.UsageError("--html does not combine with --markdown or --junit")
+        sys.exit(_html(site, run_sets, html_file))
+    run_set = run_sets[0] if run_sets else None
     from hpc_health.cli import summaries, table
     from hpc_health.judge import comparison, results, verdicts
     from hpc_health.run import preflight, session
@@ -144,3 +161,45 @@ def runs_cmd(site, run_set, ids_only):
                    f"{m.get('verdicts', '')}" + (f"  tags {tags}" if tags else "")
                    + (f"  note {m['note']!r}" if m.get("note") else "")
                    + ("  (imported)" if m.get("imported") else ""))
+
+
+def _html(site, run_sets, html_file):
+    from hpc_health.cli import html_report, summaries
+    from hpc_health.judge import comparison
+    from hpc_health.run import preflight
+    from hpc_health.site import sites
+    from hpc_health.store import index, rundirs, runsets
+    s, refs = preflight.validate(site)
+    out = Path(html_file)
+    if not out.parent.is_dir():
+        # Before minutes of work: a path that cannot be written.
+        raise ConfigError(out, f"no directory {out.parent}: create it first")
+    with index.open_index() as idx:
+        known = sites.available()
+        if len(run_sets) == 2:
+            sets = [runsets.resolve(idx, text, site, known) for text in run_sets]
+            for one in sets:
+                say_note(idx.listing(one.site))
+            res = comparison.compare(idx, *sets)
+            written = summaries.write_atomically(out, html_report.compare(res))
+            click.echo(f"wrote {written}: {res.counts()}; exit {res.exit_code}", err=True)
+            return res.exit_code
+        listing = idx.listing(s.name)
+        say_note(listing)
+        if run_sets:
+            chosen = runsets.resolve(idx, run_sets[0], s.name, known)
+            if chosen.site != s.name:
+                raise ConfigError(run_sets[0], "--html draws one site's runs: give "
+                                  f"--site {chosen.site}")
+            runs = chosen.runs
+        else:
+            runs = listing.runs
+        if not runs:
+            raise ConfigError(rundirs.runs_dir(s.name), "no stored run with a readable report")
+        damaged = [(rid, why) for _, rid, why in listing.damaged]
+        page, code, summary = html_report.health(
+            idx, s.name, runs, refs, damaged, s.settings.get("per_node_min_change"))
+    written = summaries.write_atomically(out, page)
+    click.echo(f"wrote {written} ({len(page) / 1e6:.1f} MB): {summary}", err=True)
+    return code
+

@@ -1,0 +1,129 @@
+"""Each figure's trend over a set of runs, as the HTML report draws it: one
+point per run with its samples' spread, the stored reference and its
+bounds, the minimum detectable change, the level shifts in the series and
+the sustained step to worse, and the runs where the software stack changed.
+
+Computed here, drawn by :mod:`hpc_health.cli.html_report`: nothing here
+renders."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from hpc_health.judge import changepoint
+from hpc_health.judge import history as hist
+
+if TYPE_CHECKING:
+    from hpc_health.store.index import Index, Run
+    from hpc_health.store.references import ReferenceSet
+
+#: Fewest points for which level shifts are looked for (two segments of
+#: changepoint's minimum size).
+MIN_POINTS_FOR_CHANGES = 6
+
+
+@dataclass
+class Trend:
+    """One figure (check, partition, environ, variable) over the runs."""
+    test: str
+    check: str
+    partition: str
+    environ: str
+    variable: str
+    unit: str
+    better: str | None
+    params: dict = field(default_factory=dict)
+    runs: list = field(default_factory=list)        # run ids, oldest first
+    started: list = field(default_factory=list)     # ISO times of those runs
+    values: list = field(default_factory=list)
+    lows: list = field(default_factory=list)        # smallest sample of each run
+    highs: list = field(default_factory=list)       # largest sample
+    reference: float | None = None
+    lower: float | None = None                      # absolute bounds, None: unbounded
+    upper: float | None = None
+    mdc: float | None = None                        # fraction
+    weak: bool = False
+    #: indices where a new level of the series starts
+    change_points: list = field(default_factory=list)
+    #: the sustained step to worse: {"index", "run", "magnitude", "nights"}
+    worse_since: dict | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.check, self.partition, self.environ, self.variable)
+
+    @property
+    def claims(self) -> bool:
+        """Whether the series is long enough for any trend to be claimed."""
+        return len(self.values) >= MIN_POINTS_FOR_CHANGES
+
+
+def stack_changes(runs: Sequence[Run]) -> list[tuple[str, str]]:
+    """(run id, start time) of each run whose software-stack hash differs
+    from the run before it (runs without a hash are skipped, not counted as
+    a change)."""
+    out = []
+    last = None
+    for r in runs:
+        h = r.meta.get("stack_hash")
+        if not h:
+            continue
+        if last is not None and h != last:
+            out.append((r.run_id, r.meta.get("started", "")))
+        last = h
+    return out
+
+
+def trends(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None = None,
+           tick: Callable[[], Any] = lambda: None) -> list[Trend]:
+    """The trend of every figure measured in *runs* (oldest first), in the
+    order of first appearance; *tick* is called once per figure (progress)."""
+    points: dict[tuple, list[dict[str, Any]]] = {}
+    for m in idx.figures(runs):
+        if m.value is None or m.variable is None:
+            continue
+        key = (m.check, m.partition_fullname, m.environ, m.variable)
+        meta = m.run.meta
+        points.setdefault(key, []).append({
+            "run": m.run.run_id, "started": meta.get("started", ""), "value": m.value,
+            "samples": m.samples or [m.value], "better": m.better, "measurement": m,
+            "hardware": (meta.get("hardware") or {}).get(m.partition_fullname)})
+    out = []
+    for (check, part, env, var), pts in points.items():
+        last = pts[-1]["measurement"]
+        t = Trend(last.test, check, part, env, var, last.unit, last.better, dict(last.params))
+        for p in pts:
+            samples = [s for s in p["samples"] if s is not None]
+            t.runs.append(p["run"])
+            t.started.append(p["started"])
+            t.values.append(p["value"])
+            t.lows.append(min(samples, default=p["value"]))
+            t.highs.append(max(samples, default=p["value"]))
+        _reference(t, refs, pts[-1])
+        if t.claims:
+            t.change_points = changepoint.change_points(t.values)
+            ref = hist.reference_for(refs, pts[-1])
+            step = hist.drift(pts, reference=ref)
+            if step:
+                t.worse_since = {"index": step["index"], "run": t.runs[step["index"]],
+                                 "magnitude": step["magnitude"], "nights": step["nights"]}
+        out.append(t)
+        tick()
+    return out
+
+
+def _reference(t: Trend, refs: ReferenceSet | None, point: dict[str, Any]) -> None:
+    ref = hist.reference_for(refs, point)
+    if ref is None:
+        return
+    t.reference = ref.value
+    t.lower = None if ref.lower is None else ref.value + abs(ref.value) * ref.lower
+    t.upper = None if ref.upper is None else ref.value + abs(ref.value) * ref.upper
+    m = point["measurement"]
+    entry = refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable) \
+        if refs else None
+    prov = entry.provenance if entry is not None else {}
+    t.mdc = prov.get("mdc")
+    t.weak = bool(prov.get("weak"))
