@@ -50,3 +50,21 @@ def site_option(f):
 def say_note(listing):
     if listing.damaged:
         click.echo(f"hpc-health: {listing.note()}", err=True)
+
+
+class Ticker:
+    """Progress of long work on a terminal: one line on stderr at most every
+    two seconds (the first after two), nothing in a pipe or a CI log."""
+
+    def __init__(self, what: str, total: int):
+        import time
+        self.what, self.total, self.done = what, total, 0
+        self._clock = time.monotonic
+        self._shown = self._clock()
+        self._tty = click.get_text_stream("stderr").isatty()
+
+    def __call__(self, step: int = 1) -> None:
+        self.done += step
+        if self._tty and self._clock() - self._shown > 2:
+            click.echo(f"hpc-health: {self.what}: {self.done}/{self.total}", err=True)
+            self._shown = self._clock()

@@ -2,7 +2,7 @@
 
 import click
 
-from hpc_health.cli.common import site_option
+from hpc_health.cli.common import Ticker, site_option
 
 
 @click.command("export")
@@ -35,7 +35,7 @@ def export_cmd(site, run_sets, output, prom):
     if prom:
         _prometheus(runs[-1], prom)
         return
-    written = portable.export(runs, output)
+    written = portable.export(runs, output, Ticker("export: runs", len(runs)))
     per_site = ", ".join(f"{n} of {s}" for s, n in written.sites().items())
     click.echo(f"wrote {written.path}: {len(written.runs)} run"
                f"{'s' if len(written.runs) > 1 else ''} ({per_site}), {_size(written.size)}")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from hpc_health.cli.common import site_option
+from hpc_health.cli.common import Ticker, site_option
 from hpc_health.errors import ConfigError
 
 if TYPE_CHECKING:    # the command starts without numpy: judged runs import it
@@ -97,7 +97,8 @@ def push(site, url, retries, timeout, token_file):
         runs = idx.listing(s.name).runs
     done = acks.acknowledged(url)
     queue = [r for r in runs if f"{r.site}/{r.run_id}" not in done]
-    sent, shown = 0, time.monotonic()
+    sent = 0
+    tick = Ticker("push: runs sent", len(queue))
     for i, r in enumerate(queue):
         vs = session.judge_report(results.load_report(r.dir / "report.json"), refs,
                                   r.meta.get("hardware"))
@@ -114,9 +115,7 @@ def push(site, url, retries, timeout, token_file):
         done.add(f"{r.site}/{r.run_id}")
         acks.record(url, done)
         sent += 1
-        if click.get_text_stream("stderr").isatty() and time.monotonic() - shown > 2:
-            click.echo(f"push: {sent}/{len(queue)} runs sent", err=True)
-            shown = time.monotonic()
+        tick()
     click.echo(f"push: {sent} run(s) of {s.name} sent to {_safe(url)}; "
                f"{len(runs) - len(queue)} already there")
 

@@ -43,7 +43,7 @@ import socket
 import tempfile
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -185,12 +185,15 @@ class Written:
         return found
 
 
-def export(runs: Sequence[Any], out: str | Path) -> Written:
+def export(runs: Sequence[Any], out: str | Path,
+           tick: Callable[[], Any] = lambda: None) -> Written:
     """Write the stored *runs* (:class:`hpc_health.store.index.Run`, or (site,
-    run_id, run_dir) triples) to *out*, atomically."""
+    run_id, run_dir) triples) to *out*, atomically; *tick* is called once a
+    run (progress)."""
     out = Path(out)
     entries, seen = [], set()
     for r in runs:
+        tick()
         site, run_id, run_dir = (r.site, r.run_id, r.dir) if hasattr(r, "site") else r
         if (site, run_id) in seen:
             continue
