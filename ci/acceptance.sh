@@ -61,6 +61,8 @@ if [[ $rc -eq 0 && $unhealthy -eq 0 ]]; then
     echo "Re-baseline on exactly these runs: $hh reference capture --site $site --from tag:$tag --write"
     exit 0
 fi
-echo "== acceptance of $site: REJECT ($([[ $rc -eq 1 ]] && echo "figures REGRESSED against $before")$([[ $rc -eq 1 && $unhealthy -eq 1 ]] && echo "; ")$([[ $unhealthy -eq 1 ]] && echo "a run was unhealthy against the references"))"
+why_rc="figures REGRESSED against $before"
+grep -q '^BROADLY WORSE' "$table" && why_rc="the figures together are BROADLY WORSE than $before$(grep -q ' REGRESSED$' "$table" && echo ", some REGRESSED")"
+echo "== acceptance of $site: REJECT ($([[ $rc -eq 1 ]] && echo "$why_rc")$([[ $rc -eq 1 && $unhealthy -eq 1 ]] && echo "; ")$([[ $unhealthy -eq 1 ]] && echo "a run was unhealthy against the references"))"
 echo "If the change is intended, re-baseline on exactly these runs: $hh reference capture --site $site --from tag:$tag --write"
 exit 1

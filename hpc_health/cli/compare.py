@@ -34,7 +34,7 @@ def _partition_map(values):
                    "capability (site.yaml capabilities).")
 @click.option("--margin", type=click.FloatRange(0.001, 10), default=None,
               help="Change that must be detectable before a figure is SAME "
-                   "(fraction, default 0.15).")
+                   "(fraction, default 0.10).")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 def compare(site, set_a, set_b, maps, normalise, margin, as_json):
     """Compare two run sets: before/after an upgrade on one site, or two sites.
@@ -74,7 +74,7 @@ def render(res, normalise=False):
     if renamed:
         lines.append("partitions matched: " + ", ".join(f"A {a} = B {b}"
                                                         for a, b in renamed.items()))
-    header = ["check", "partition", "variable", "A", "B", "change", "95 % interval",
+    header = ["check", "partition", "variable", "A", "B", "change", "interval",
               "MDC", "runs", "result"]
     if normalise:
         header[5:5] = ["A/declared", "B/declared"]
@@ -108,6 +108,11 @@ def render(res, normalise=False):
             lines.append(f"only in {side} ({len(only)}): {', '.join(only[:8])}"
                          + (" …" if len(only) > 8 else ""))
     lines += res.notes
+    if res.rows:
+        lines.append("interval: the one each result was decided on, at the figure's level in "
+                     f"Holm's procedure over {sum(r.level is not None for r in res.rows)} "
+                     "figures (95 % before the correction); SAME: inside ±margin")
+    lines.append(broad_line(res.broad))
     lines.append("")
     if res.stack or res.specs:
         lines.append("stack diff (A -> B):")
@@ -119,8 +124,20 @@ def render(res, normalise=False):
         lines.append("stack diff: none (same Spack specs, compiler, MPI, kernel, versions "
                      "and nodes)")
     lines.append("")
-    lines.append(f"hpc-health compare: {res.counts()}; exit {res.exit_code}")
+    broad = f"; {res.broad.word}" if res.broad is not None else ""
+    lines.append(f"hpc-health compare: {res.counts()}{broad}; exit {res.exit_code}")
     return "\n".join(lines)
+
+
+def broad_line(b):
+    """All figures together: the broad-shift verdict and its numbers."""
+    if b is None:
+        return "all figures together: not testable with fewer than 3 runs in all"
+    how = "worse" if b.change >= 0 else "better"
+    return (f"{b.word}: {b.worse} of {b.figures} figures worse, {b.better} better; the typical "
+            f"figure {abs(b.change):.1%} {how} [{b.low:+.1%}, {b.high:+.1%}] (+: worse; 95 %, "
+            f"t test over the runs' indices, {b.runs_a} against {b.runs_b} runs, "
+            f"p={b.p_value:.2g})")
 
 
 def _pct(frac):
@@ -137,4 +154,5 @@ def to_json(res):
             "only_a": res.only_a, "only_b": res.only_b,
             "stack": [{"what": w, "a": a, "b": b} for w, a, b in res.stack],
             "specs": [{"change": c, "name": n, "a": a, "b": b} for c, n, a, b in res.specs],
-            "notes": res.notes, "exit_code": res.exit_code}
+            "notes": res.notes, "exit_code": res.exit_code,
+            "broad": asdict(res.broad) if res.broad is not None else None}

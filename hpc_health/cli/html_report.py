@@ -16,6 +16,7 @@ from hpc_health.cli import html_page as H
 from hpc_health.cli import plots, summaries
 from hpc_health.cli import table as T
 from hpc_health.cli.common import Ticker
+from hpc_health.cli.compare import broad_line
 from hpc_health.judge import verdicts as V
 
 
@@ -133,16 +134,18 @@ def compare(res: Any) -> bytes:
                      "-" if r.mdc is None else f"{100 * r.mdc:.0f} %",
                      f"<span class=\"verdict {H.verdict_class(r.word)}\">{H.esc(r.word)}</span>",
                      r.why])
-    word = "REGRESSED" if res.exit_code else "no figure regressed"
+    word = ("BROADLY WORSE" if res.broad is not None and res.broad.word == "BROADLY WORSE"
+            else "REGRESSED") if res.exit_code else "no figure regressed"
     body = [f"<h1>hpc-health compare: <span class=\"verdict "
             f"{H.verdict_class('REGRESSED' if res.exit_code else 'SAME')}\">{H.esc(word)}"
             "</span></h1>", "<table class=\"meta\">",
             f"<tr><td>A</td><td>{H.esc(res.a.label)}</td></tr>",
             f"<tr><td>B</td><td>{H.esc(res.b.label)}</td></tr>",
             f"<tr><td>result</td><td>{H.esc(res.counts())}</td></tr>",
+            f"<tr><td>all figures together</td><td>{H.esc(broad_line(res.broad))}</td></tr>",
             f"<tr><td>stack diff (A → B)</td><td>{_stack_lines(res.stack, res.specs)}</td></tr>",
             "</table>", "<h2>Figures</h2>",
-            H.table(["check", "figure", "partition", "A", "B", "change", "95 % interval", "MDC",
+            H.table(["check", "figure", "partition", "A", "B", "change", "interval (Holm)", "MDC",
                      "result", "why"], rows, numeric=(3, 4, 5, 6, 7), raw=(8,))]
     notes = [*res.notes] + [f"only in {side}: {', '.join(only)}"
                             for side, only in (("A", res.only_a), ("B", res.only_b)) if only]

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from hpc_health.store.runsets import RunSet
 
 REGRESSED, IMPROVED, SAME, INCONCLUSIVE = "REGRESSED", "IMPROVED", "SAME", "INCONCLUSIVE"
+BROADLY_WORSE, BROADLY_BETTER = "BROADLY WORSE", "BROADLY BETTER"
 
 
 @dataclass
@@ -52,6 +53,10 @@ class Row:
     p_value: float | None
     mdc: float | None
     worse_by: float = 0.0               # the change, positive when B is worse
+    level: float | None = None          # two-sided level of low/high: the decision's
+    log_change: float = 0.0
+    se: float = 0.0
+    df: int = 0
     word: str = ""
     why: str = ""
     capability: str = ""
@@ -70,10 +75,13 @@ class Result:
     specs: list = field(default_factory=list)       # [(change, name, a, b)]
     partition_map: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+    #: all figures together (stats.BroadShift), None: too few runs
+    broad: stats.BroadShift | None = None
 
     @property
     def exit_code(self) -> int:
-        return 1 if any(r.word == REGRESSED for r in self.rows) else 0
+        worse = self.broad is not None and self.broad.word == BROADLY_WORSE
+        return 1 if worse or any(r.word == REGRESSED for r in self.rows) else 0
 
     def counts(self) -> str:
         found: dict[str, int] = defaultdict(int)
@@ -99,6 +107,7 @@ def compare(idx: Index, set_a: RunSet, set_b: RunSet, mapping: dict[str, str] | 
                           f"common ({len(sides[0])} and {len(sides[1])} figures; partitions "
                           f"{_parts(figs[0])} and {_parts(figs[1])}: match them with "
                           "--map A_PART=B_PART)")
+    together = []
     for key in common:
         a, b = sides[0][key], sides[1][key]
         first = next(iter(a.values()))[0]
@@ -108,17 +117,21 @@ def compare(idx: Index, set_a: RunSet, set_b: RunSet, mapping: dict[str, str] | 
         except ValueError as err:
             res.notes.append(f"{_describe(key)}: not compared: {err}")
             continue
+        together.append((first.better, {r: s for r, (_, s) in a.items()},
+                         {r: s for r, (_, s) in b.items()}))
         other = next(iter(b.values()))[0]
         row = Row(first.check, first.variable, first.unit, first.better, first.partition,
                   other.partition, key[3] or first.environ, c.centre_a, c.centre_b, c.runs_a,
                   c.runs_b, sum(len(s) for _, s in a.values()),
                   sum(len(s) for _, s in b.values()), c.change, c.low, c.high, c.p_value,
-                  c.mdc, c.worse_by, capability=first.capability)
+                  c.mdc, c.worse_by, log_change=c.log_change, se=c.se, df=c.df,
+                  capability=first.capability)
         if normalise and first.capability:
             row.norm_a = _fraction(c.centre_a, first)
             row.norm_b = _fraction(c.centre_b, other)
         res.rows.append(row)
     _words(res.rows, margin, alpha, min_change)
+    res.broad = stats.broad_shift(together, alpha)
     res.stack, res.specs = stack_diff(set_a.runs, set_b.runs, figs)
     return res
 
@@ -169,30 +182,38 @@ def _fraction(value, m):
 
 
 def _words(rows, margin, alpha, min_change):
-    testable = [r for r in rows if r.p_value is not None]
-    significant = dict(zip(map(id, testable),
-                           stats.adjust([r.p_value for r in testable], alpha, "holm")))
-    n = len(testable)
-    for r in rows:
+    """Each figure's word, from its interval at the level Holm's procedure
+    judged it at (the interval printed): REGRESSED or IMPROVED when it
+    excludes no change and the change is at least *min_change*; SAME only
+    when it lies within +-*margin* (both one-sided tests of equivalence
+    pass at that level); else INCONCLUSIVE, with what would decide it."""
+    levels = stats.holm_levels([r.p_value for r in rows], alpha)
+    n = sum(level is not None for level in levels)
+    for r, level in zip(rows, levels):
         runs = f"{r.runs_a} run{'s' if r.runs_a > 1 else ''} against {r.runs_b}"
-        if r.p_value is None:
+        if r.p_value is None or level is None:
             r.word = INCONCLUSIVE
             r.why = (f"{runs}: the night-to-night spread cannot be measured with fewer "
                      "than 3 runs in all; take more runs")
-        elif significant.get(id(r)) and abs(r.worse_by) >= min_change:
+            continue
+        r.level = level
+        r.low, r.high = stats.change_interval(r.log_change, r.se, r.df, level)
+        r.mdc = stats.detectable_change(r.se, r.df, level)
+        ival = f"[{r.low:+.1%}, {r.high:+.1%}] ({1 - level:.4%} interval, Holm over {n} figures)"
+        if (r.low > 0 or r.high < 0) and abs(r.worse_by) >= min_change:
             r.word = REGRESSED if r.worse_by > 0 else IMPROVED
-            r.why = f"p={r.p_value:.2g} (Holm over {n} figures, alpha {alpha:g})"
-        elif significant.get(id(r)):
+            r.why = f"p={r.p_value:.2g}; {ival} excludes no change"
+        elif -margin <= r.low and r.high <= margin:
             r.word = SAME
-            r.why = (f"significant (p={r.p_value:.2g}) but {abs(r.change):.1%} is below "
-                     f"{min_change:.0%}")
-        elif r.mdc is not None and r.mdc <= margin:
-            r.word = SAME
-            r.why = f"a change of {r.mdc:.0%} would have been caught"
+            r.why = f"{ival} lies within ±{margin:.0%}"
+        elif r.low > 0 or r.high < 0:
+            r.word = INCONCLUSIVE
+            r.why = (f"a change of {r.change:+.1%}, below {min_change:.0%}, yet {ival} reaches "
+                     f"past ±{margin:.0%}: take more runs")
         else:
             r.word = INCONCLUSIVE
-            r.why = (f"only a change of {r.mdc:.0%} or more is caught with {runs} "
-                     f"(margin {margin:.0%}): take more runs")
+            r.why = (f"{ival} reaches past ±{margin:.0%}: only a change of {r.mdc:.0%} or more "
+                     f"is caught with {runs}; take more runs")
 
 
 # --- what differs between the two stacks ----------------------------------------

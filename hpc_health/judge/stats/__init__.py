@@ -86,7 +86,7 @@ from hpc_health.judge.stats.constants import (
     RECOMMENDED_SAMPLES,
     Direction,
 )
-from hpc_health.judge.stats.multiplicity import adjust, decide_many
+from hpc_health.judge.stats.multiplicity import adjust, decide_many, holm_levels
 from hpc_health.judge.stats.noise import (
     VerdictResult,
     expected_spread,
@@ -108,11 +108,29 @@ from hpc_health.judge.stats.robust import (
     robust_spread,
     within_run_spread,
 )
-from hpc_health.judge.stats.twosets import COMPARE_ALPHA, COMPARE_MARGIN, Comparison, compare_runs
+from hpc_health.judge.stats.twosets import (
+    BROAD_MIN_CHANGE,
+    COMPARE_ALPHA,
+    COMPARE_MARGIN,
+    UNMEASURABLE,
+    BroadShift,
+    Comparison,
+    broad_shift,
+    change_interval,
+    compare_runs,
+    detectable_change,
+)
 
 #: The statistics' API: ``from hpc_health.judge import stats``, then ``stats.verdict(...)``.
 __all__ = [
     "adjust",
+    "broad_shift",
+    "change_interval",
+    "detectable_change",
+    "BroadShift",
+    "BROAD_MIN_CHANGE",
+    "holm_levels",
+    "UNMEASURABLE",
     "ALPHA",
     "BOUND_CAP",
     "BOUND_FLOOR",

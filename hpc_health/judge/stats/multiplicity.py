@@ -48,6 +48,26 @@ def adjust(p_values: Sequence[float | None], alpha: float = ALPHA,
     return out.tolist()
 
 
+def holm_levels(p_values: Sequence[float | None], alpha: float = ALPHA) -> list[float | None]:
+    """The two-sided level at which Holm's step-down procedure judges each
+    hypothesis: alpha / (m - i) for the i-th smallest p-value while they
+    are rejected, and for every one after the first that is not, the level
+    at which the procedure stopped.  An interval at that level excludes 0
+    exactly when :func:`adjust` rejects, so a printed interval and the
+    decision never disagree.  None entries get None."""
+    ranked = sorted((float(v), i) for i, v in enumerate(p_values)
+                    if v is not None and np.isfinite(v))
+    out: list[float | None] = [None] * len(p_values)
+    m = len(ranked)
+    stopped = None
+    for rank, (p, i) in enumerate(ranked):
+        level = alpha / (m - rank)
+        if stopped is None and p > level:
+            stopped = level
+        out[i] = stopped if stopped is not None else level
+    return out
+
+
 def decide_many(items: Sequence[tuple], alpha: float = ALPHA,
                 method: str = "holm") -> list[VerdictResult]:
     """Verdicts for all variables of one run, ``items`` = (ref, samples,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import special as _sp
@@ -13,10 +14,25 @@ from scipy import special as _sp
 from hpc_health.judge.stats.constants import EPISODE_FLOOR, LOWER, MIN_SPREAD, POWER, _check_direction
 from hpc_health.judge.stats.robust import _location_var_factor, _run_location_logs, clean, within_run_spread
 
-#: The change a comparison must be able to see before it may say SAME.
-COMPARE_MARGIN = 0.15
+#: SAME claims the change lies within +-COMPARE_MARGIN (an equivalence test
+#: at the decision's level).  Below 10 %: an upgrade that slowed every
+#: figure by 10 % must never be called SAME on any of them.
+COMPARE_MARGIN = 0.10
 #: Two-sided level of a comparison's intervals and tests (Holm over the figures).
 COMPARE_ALPHA = 0.05
+#: At most this many runs of one set count as independent.  Consecutive
+#: nights share episodes: on the recorded 30-run series, the difference
+#: between the means of two sets of 10 consecutive runs spread up to 3.1
+#: times (median 1.1) as much as independent runs would make it, of two
+#: sets of 5 up to 2.4 times (median 1.2); without the cap, a 10 % step
+#: hidden by an episode in the runs before it was called SAME (+-9.8 %).
+INDEPENDENT_RUNS = 5
+#: The typical change over all figures a broad-shift verdict needs: the
+#: smallest change any verdict here acts on (BOUND_FLOOR).
+BROAD_MIN_CHANGE = 0.03
+#: Why a figure with samples of 0 is not compared.
+UNMEASURABLE = ("unmeasurable: samples of 0 (below its timer's resolution): the change of a "
+                "figure that measures nothing cannot be given")
 
 
 @dataclass
@@ -33,6 +49,24 @@ class Comparison:
     runs_b: int
     between: float                  # night-to-night spread used (floored)
     within: float
+    log_change: float = 0.0         # log(b / a) of the centres
+    se: float = 0.0                 # its standard error
+    df: int = 0                     # the t test's degrees of freedom
+
+
+
+def change_interval(log_change: float, se: float, df: int,
+                    level: float) -> tuple[float, float]:
+    """A change's two-sided interval at *level* (0.05: 95 %), from its log
+    and standard error (Student's t, *df*)."""
+    t = float(_sp.stdtrit(df, 1.0 - level / 2.0))
+    return math.expm1(log_change - t * se), math.expm1(log_change + t * se)
+
+
+def detectable_change(se: float, df: int, level: float) -> float:
+    """The smallest change a two-sided test at *level* catches on POWER of
+    occasions."""
+    return math.expm1((float(_sp.stdtrit(df, 1.0 - level / 2.0)) + float(_sp.ndtri(POWER))) * se)
 
 
 def compare_runs(runs_a: Sequence[Sequence[float]], runs_b: Sequence[Sequence[float]],
@@ -51,6 +85,8 @@ def compare_runs(runs_a: Sequence[Sequence[float]], runs_b: Sequence[Sequence[fl
     _check_direction(direction)
     sets = []
     for runs in (runs_a, runs_b):
+        if any(v <= 0 for r in runs for v in r if v is not None and math.isfinite(v)):
+            raise ValueError(UNMEASURABLE)
         cleaned = [c for c in (clean(r)[0] for r in runs) if c.size]
         if not cleaned:
             raise ValueError("a side has no finite sample")
@@ -69,7 +105,9 @@ def compare_runs(runs_a: Sequence[Sequence[float]], runs_b: Sequence[Sequence[fl
     # the within-run share of the run-to-run spread is not counted twice.
     between = math.sqrt(max(max(observed, floor) ** 2 - within ** 2 / m, 0.0))
     var_one = within ** 2 * _location_var_factor(int(round(m))) / m
-    se = max(math.sqrt((between ** 2 + var_one) * (1.0 / ra + 1.0 / rb)), MIN_SPREAD)
+    se = max(math.sqrt((between ** 2 + var_one) * (1.0 / min(ra, INDEPENDENT_RUNS)
+                                                   + 1.0 / min(rb, INDEPENDENT_RUNS))),
+             MIN_SPREAD)
     d = lb - la
     change = math.expm1(d)
     worse_by = change if direction == LOWER else -change
@@ -86,4 +124,78 @@ def compare_runs(runs_a: Sequence[Sequence[float]], runs_b: Sequence[Sequence[fl
                              "(zeros among them?)") from None
         p = float(2.0 * _sp.stdtr(df, -abs(d) / se))
     return Comparison(math.exp(la), math.exp(lb), change, low, high, p, mdc, worse_by,
-                      ra, rb, between, within)
+                      ra, rb, between, within, d, se, df)
+
+
+@dataclass
+class BroadShift:
+    """Many figures moved the same way between two sets of runs."""
+    word: str                       # BROADLY WORSE | BROADLY BETTER | NO BROAD SHIFT
+    figures: int
+    worse: int                      # figures whose centre moved to worse
+    better: int
+    change: float                   # the typical figure's change, positive when worse
+    low: float                      # its interval at alpha
+    high: float
+    p_value: float
+    runs_a: int
+    runs_b: int
+
+
+def broad_shift(figures: Sequence[tuple[str, dict, dict]], alpha: float = COMPARE_ALPHA,
+                min_change: float = BROAD_MIN_CHANGE) -> BroadShift | None:
+    """Whether the figures of set B are, taken together, worse (or better)
+    than those of set A; None when fewer than three runs in all.
+
+    *figures*: (direction, {run: samples} of A, {run: samples} of B).  Each
+    figure's runs are put on one scale (the log location of each run,
+    centred on the figure's mean over both sets, signed so that worse is
+    positive); each run's index is the median of its figures there.  The
+    runs, not the figures, are the independent units -- a night's episode
+    moves many figures at once -- so the test is Student's t on the run
+    indices of A against B.  The word needs the test at *alpha*, a typical
+    change of at least *min_change*, and most figures moving that way.
+    """
+    per_run: dict[tuple[int, Any], list[float]] = {}
+    worse = better = used = 0
+    for direction, a, b in figures:
+        _check_direction(direction)
+        sign = 1.0 if direction == LOWER else -1.0
+        locs = {}
+        for side, runs in ((0, a), (1, b)):
+            for run, samples in runs.items():
+                c = clean(samples)[0]
+                if c.size and bool(np.all(c > 0)):
+                    locs[(side, run)] = float(_run_location_logs([c])[0])
+        sides = [[v for (k, _), v in locs.items() if k == side] for side in (0, 1)]
+        if not (sides[0] and sides[1]):
+            continue
+        used += 1
+        moved = sign * (float(np.mean(sides[1])) - float(np.mean(sides[0])))
+        worse += moved > 0
+        better += moved < 0
+        centre = float(np.mean(sides[0] + sides[1]))
+        for key, v in locs.items():
+            per_run.setdefault(key, []).append(sign * (v - centre))
+    idx = [[float(np.median(v)) for (side, _), v in per_run.items() if side == s] for s in (0, 1)]
+    ra, rb = len(idx[0]), len(idx[1])
+    if not used or ra < 1 or rb < 1 or ra + rb < 3:
+        return None
+    d = float(np.mean(idx[1]) - np.mean(idx[0]))
+    df = ra + rb - 2
+    resid = np.concatenate([np.asarray(idx[0]) - np.mean(idx[0]),
+                            np.asarray(idx[1]) - np.mean(idx[1])])
+    se = max(math.sqrt(float(np.sum(resid ** 2)) / df * (1.0 / min(ra, INDEPENDENT_RUNS)
+                                                         + 1.0 / min(rb, INDEPENDENT_RUNS))),
+             MIN_SPREAD)
+    t = float(_sp.stdtrit(df, 1.0 - alpha / 2.0))
+    p = float(2.0 * _sp.stdtr(df, -abs(d) / se))
+    change = math.expm1(d)
+    word = "NO BROAD SHIFT"
+    if p <= alpha and abs(change) >= min_change:
+        if d > 0 and worse > used / 2:
+            word = "BROADLY WORSE"
+        elif d < 0 and better > used / 2:
+            word = "BROADLY BETTER"
+    return BroadShift(word, used, worse, better, change, math.expm1(d - t * se),
+                      math.expm1(d + t * se), p, ra, rb)
