@@ -1,6 +1,8 @@
 """What every command shares: one line and exit code 2 for a configuration
 error, the --site option, the note on damaged runs."""
 
+from __future__ import annotations
+
 import sqlite3
 
 import click
@@ -63,8 +65,9 @@ class Ticker:
         self._shown = self._clock()
         self._tty = click.get_text_stream("stderr").isatty()
 
-    def __call__(self, step: int = 1) -> None:
+    def __call__(self, step: int = 1, total: int | None = None) -> None:
         self.done += step
+        self.total = total if total is not None else self.total
         if self._tty and self._clock() - self._shown > 2:
             click.echo(f"hpc-health: {self.what}: {self.done}/{self.total}", err=True)
             self._shown = self._clock()

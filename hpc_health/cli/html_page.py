@@ -63,7 +63,7 @@ td, th { border-bottom: 1px solid #ddd; padding: 2px 8px; text-align: left; vert
 th { background: #f4f4f4; position: sticky; top: 0; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(520px, 1fr)); gap: 10px; }
-div.hh-plot { min-height: 280px; border: 1px solid #eee; }
+div.hh-plot { min-height: 300px; border: 1px solid #eee; }
 .meta td:first-child { color: #666; } .note { color: #666; } code { font-size: 12px; }
 """
 
@@ -94,7 +94,7 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]], numeric: Sequenc
     return "".join(out)
 
 
-def plot_div(plot_id: str, height: int = 280) -> str:
+def plot_div(plot_id: str, height: int = 300) -> str:
     return f'<div class="hh-plot" id="{esc(plot_id)}" style="min-height:{height}px"></div>'
 
 

@@ -24,6 +24,14 @@ def _order(v: V.Verdict) -> int:
     return 0 if v.verdict in V.FAILING else 1 if v.verdict not in (V.PASS, V.IMPROVED) else 2
 
 
+def _why(reason: str) -> str:
+    """The reason's first clause, the whole of it on hover: a year's table
+    stays readable."""
+    short = reason.split("; ")[0]
+    more = "…" if len(short) < len(reason) else ""
+    return f"<span class=\"why\" title=\"{H.esc(reason)}\">{H.esc(short)}{more}</span>"
+
+
 def _stack_lines(stack: Sequence[tuple], specs: Sequence[tuple]) -> str:
     if not (stack or specs):
         return "unchanged"
@@ -50,10 +58,7 @@ def health(idx: Any, site: str, runs: Sequence[Any], refs: Any,
         if previous else []
     stack, specs = comparison.stack_diff([previous], [latest], [before, measured]) \
         if previous else ([], [])
-    figures = len({(m.check, m.partition_fullname, m.environ, m.variable)
-                   for m in idx.figures(runs[-1:])})
-    tick = Ticker("report: trends", figures)
-    series = trends.trends(idx, runs, refs, tick)
+    series = trends.trends(idx, runs, refs, Ticker("report: trends", 0))
     marks = trends.stack_changes(runs)
     ids = {t.key: f"t{i}" for i, t in enumerate(series)}
     specs_js: dict[str, dict[str, Any]] = {}
@@ -86,11 +91,11 @@ def health(idx: Any, site: str, runs: Sequence[Any], refs: Any,
                    f"{H.esc(cells[9])}</span>")
         name = (f"<a href=\"#{ids[key]}\">{H.esc(cells[3])}</a>" if key in ids
                 else H.esc(cells[3]))
-        rows.append([cells[0], cells[1], cells[2], name, *cells[4:9], verdict, v.reason])
+        rows.append([cells[0], cells[1], cells[2], name, *cells[4:9], verdict, _why(v.reason)])
     body += [f"<h2>Verdicts of run {H.esc(latest.run_id)}</h2>",
              H.table(["check", "partition", "environ", "figure", "value", "reference",
-                      "bounds", "dev %", "MDC %", "verdict", "why"], rows,
-                     numeric=(4, 5, 7, 8), raw=(3, 9))]
+                      "bounds", "dev %", "MDC %", "verdict", "why (hover: all of it)"], rows,
+                     numeric=(4, 5, 7, 8), raw=(3, 9, 10))]
     body.append(f"<h2>Trends over {len(runs)} run(s)</h2><p class=\"note\">One point per "
                 "run (the median of its samples; the bar spans its samples), the reference "
                 "and its bounds as the green band, level shifts dotted, a sustained step to "
@@ -113,7 +118,7 @@ def health(idx: Any, site: str, runs: Sequence[Any], refs: Any,
                         + f"<h3>{H.esc(name)}</h3><div class=\"grid\">")
             bench = name
         specs_js[f"b{i}"] = spec
-        body.append(H.plot_div(f"b{i}", spec["layout"].get("height", 280)))
+        body.append(H.plot_div(f"b{i}", spec["layout"].get("height", 300)))
     if bench is not None:
         body.append("</div>")
     summary = f"{state} ({T.summary(vs)}); {len(series)} trend(s) over {len(runs)} run(s)"

@@ -51,10 +51,12 @@ def _time(stamp: str) -> str:
 
 
 def _layout(title: str, ytitle: str, **extra: Any) -> dict[str, Any]:
-    layout = {"title": {"text": title, "font": {"size": 13}}, "height": 280,
-              "margin": {"l": 64, "r": 16, "t": 40, "b": 40},
+    # Title left, the tool bar upright at the right: neither hides the other.
+    layout = {"title": {"text": title, "font": {"size": 13}, "x": 0.01, "xanchor": "left"},
+              "modebar": {"orientation": "v"}, "height": 300,
+              "margin": {"l": 64, "r": 30, "t": 58 if "<br>" in title else 40, "b": 84},
               "yaxis": {"title": {"text": ytitle}, "zeroline": False},
-              "legend": {"orientation": "h", "y": -0.2}, "showlegend": True,
+              "legend": {"orientation": "h", "y": -0.3, "yanchor": "top"}, "showlegend": True,
               "hovermode": "closest"}
     layout.update(extra)
     return layout
@@ -195,6 +197,7 @@ def _curve(key: tuple, pts: list) -> tuple[str, str, dict[str, Any]]:
             title, unit, barmode="group", yaxis={"type": "log", "title": {"text": unit}},
             xaxis={"title": {"text": "halo size per neighbour"}})}
     xs = [x for x, _, _ in pts]
+    ticks = [m.variable.rsplit("_", 1)[-1] if kind == "size" else str(x) for x, m, _ in pts]
     data = [{"type": "scatter", "mode": "lines+markers", "name": "this run", "x": xs,
              "y": [_r(m.value) for _, m, _ in pts], "line": {"color": THIS}}]
     refs = [(x, m) for x, m, _ in pts if m.ref is not None]
@@ -209,7 +212,8 @@ def _curve(key: tuple, pts: list) -> tuple[str, str, dict[str, Any]]:
                      "x": [x for x, _ in prev], "y": [_r(p) for _, p in prev],
                      "line": {"color": PREVIOUS, "dash": "dot"}})
     return test, title, {"data": data, "layout": _layout(
-        title, unit, xaxis={"type": xtype, "title": {"text": _XTITLE[kind]}},
+        title, unit, xaxis={"type": xtype, "title": {"text": _XTITLE[kind]},
+                            "tickmode": "array", "tickvals": xs, "ticktext": ticks},
         yaxis={"type": "log" if kind == "size" else "linear", "title": {"text": unit}})}
 
 

@@ -77,9 +77,10 @@ def stack_changes(runs: Sequence[Run]) -> list[tuple[str, str]]:
 
 
 def trends(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None = None,
-           tick: Callable[[], Any] = lambda: None) -> list[Trend]:
+           tick: Callable[[int, int], Any] = lambda step, total: None) -> list[Trend]:
     """The trend of every figure measured in *runs* (oldest first), in the
-    order of first appearance; *tick* is called once per figure (progress)."""
+    order of first appearance; *tick(1, figures)* is called once per figure
+    (progress)."""
     points: dict[tuple, list[dict[str, Any]]] = {}
     for m in idx.figures(runs):
         if m.value is None or m.variable is None:
@@ -110,7 +111,7 @@ def trends(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None = None,
                 t.worse_since = {"index": step["index"], "run": t.runs[step["index"]],
                                  "magnitude": step["magnitude"], "nights": step["nights"]}
         out.append(t)
-        tick()
+        tick(1, len(points))
     return out
 
 
