@@ -516,3 +516,18 @@ def test_without_spack_its_checks_are_skipped_and_the_run_says_how_to_fix_it(tmp
     assert "Spack:      not found" in res.stdout and "To fix:" in res.stdout
     assert "SKIPPED: StreamBandwidth: StreamBuild skipped: Spack not found" in res.stdout \
         or "SKIPPED (2): Spack not found" in res.stdout
+
+
+def test_a_child_reaped_during_the_check_counts_only_its_time_since_the_first_snapshot():
+    """A shell (pid 20) reaps a benchmark (pid 21) that ran 50 s before the
+    first snapshot and 5 s after it: the shell's own counter jumps by 55 s
+    at the reaping; 5 s of it fall in the 10 s between the snapshots."""
+    from hpc_health.jobside import nodeload
+    before = {"time": 0.0, "load": 1.0, "cpus": 2, "ours": [0, 7],
+              "procs": {"10": ["mpirun", 1.0, 7, 1], "20": ["bash", 2.0, 20, 1],
+                        "21": ["stream_c.exe", 50.0, 20, 20]}}
+    after = {"time": 10.0, "load": 1.0, "cpus": 2, "ours": [0, 7],
+             "procs": {"10": ["mpirun", 11.0, 7, 1], "20": ["bash", 57.0, 20, 1]}}
+    info = nodeload.busy(before, after)
+    assert info["other_cores"] == pytest.approx(0.5)
+    assert info["busiest"][0][:2] == [20, "bash"]

@@ -71,7 +71,7 @@ def snapshot():
         load = float(fp.read().split()[0])
     return {"time": time.time(), "load": load, "cpus": os.cpu_count(),
             "node_cpu_s": _node_busy_seconds(), "ours": _our_sessions(procs),
-            "procs": {pid: stat[:3] for pid, stat in procs.items()}}
+            "procs": {pid: list(stat) for pid, stat in procs.items()}}
 
 
 def busy(before, after):
@@ -79,12 +79,15 @@ def busy(before, after):
     {"load", "cpus", "other_cores", "busiest": [[pid, command, cores]]}."""
     elapsed = max(after["time"] - before["time"], 1e-3)
     ours = set(before["ours"]) | set(after["ours"])
+    spent_before = _reaped_before(before, after)
     used = []
-    for pid, (comm, cpu_s, session) in after["procs"].items():
+    for pid, (comm, cpu_s, session, *_) in after["procs"].items():
         if session in ours:
             continue
         start = before["procs"].get(pid)
         delta = cpu_s - (start[1] if start and start[0] == comm else 0.0)
+        if start and start[0] == comm:
+            delta -= spent_before.get(pid, 0.0)
         if delta > 0:
             used.append((delta / elapsed, int(pid), comm))
     used.sort(reverse=True)
@@ -93,7 +96,7 @@ def busy(before, after):
         # Ours, as totals of each snapshot: a child reaped between them moves
         # its time into its parent's, so the difference counts it once.
         def our_total(snap):
-            return sum(cpu for comm, cpu, session in snap["procs"].values() if session in ours)
+            return sum(p[1] for p in snap["procs"].values() if p[2] in ours)
         node = (after["node_cpu_s"] - before["node_cpu_s"]) / elapsed
         mine = (our_total(after) - our_total(before)) / elapsed
         unseen = node - mine - others
@@ -105,6 +108,20 @@ def busy(before, after):
     return {"load": max(before["load"], after["load"]), "cpus": after["cpus"],
             "other_cores": round(max(others, 0.0), 3),
             "busiest": [[pid, comm, round(u, 3)] for u, pid, comm in used[:NAMED]]}
+
+
+def _reaped_before(before, after):
+    """{parent pid: CPU seconds} its children that were alive at the first
+    snapshot and gone at the second had used by then.  A parent's time
+    includes a child's only once it reaps it, and then all of it: without
+    this, a shell that reaps a long benchmark during the check is credited
+    with the benchmark's whole life (once "2.6 cores" on 2)."""
+    out = {}
+    for pid, rec in before["procs"].items():
+        if pid not in after["procs"] and len(rec) > 3:
+            parent = str(rec[3])
+            out[parent] = out.get(parent, 0.0) + rec[1]
+    return out
 
 
 def share(info):
