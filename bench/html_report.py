@@ -59,6 +59,13 @@ def measure(page: Path, screenshot: Path | None = None) -> dict:
             b.screenshot(screenshot)
         errors_first = list(b.errors)
     with browser.Browser() as b:
+        # A link to a figure (the verdict table's): the page opens at the
+        # first trend, whose screenful of plots must be drawn.
+        wall_t0 = b.open(page, fragment="t0", until="firstPaintMs", timeout=120)
+        trend_ms = b.evaluate("Number(document.body.dataset.firstPaintMs)")
+        trend_plots = b.evaluate("Number(document.body.dataset.drawn)")
+        errors_first += b.errors
+    with browser.Browser() as b:
         t0 = time.monotonic()
         b.open(page, fragment="all", until="done", timeout=600)
         all_s = time.monotonic() - t0
@@ -68,7 +75,9 @@ def measure(page: Path, screenshot: Path | None = None) -> dict:
                            ".filter(d => d.querySelector('svg.main-svg')).length")
         errors = errors_first + b.errors
     return {"first_paint_ms": first, "first_paint_wall_s": round(wall, 2),
-            "plots_in_first_paint": drawn_first, "all_drawn_s": round(all_s, 1),
+            "plots_in_first_paint": drawn_first, "trend_paint_ms": trend_ms,
+            "trend_paint_wall_s": round(wall_t0, 2), "plots_in_trend_paint": trend_plots,
+            "all_drawn_s": round(all_s, 1),
             "plots": plots, "plots_drawn": drawn, "console_errors": errors}
 
 
@@ -112,6 +121,9 @@ def main(argv=None) -> int:
     print(f"| first paint (page clock) | {result['first_paint_ms'] / 1000:.2f} s "
           f"({result['plots_in_first_paint']} plots) | {BUDGET_PAINT_S} s |")
     print(f"| first paint (wall, browser already started) | {result['first_paint_wall_s']} s | |")
+    print(f"| opened at the first trend (`#t0`, page clock) | "
+          f"{result['trend_paint_ms'] / 1000:.2f} s ({result['plots_in_trend_paint']} plots) "
+          f"| {BUDGET_PAINT_S} s |")
     print(f"| every plot drawn (#all) | {result['all_drawn_s']} s, "
           f"{result['plots_drawn']}/{result['plots']} | |")
     print(f"| writing the report | {result['write_s']} s | |")
@@ -120,7 +132,8 @@ def main(argv=None) -> int:
           f"{result['said']}")
     if a.json:
         a.json.write_text(json.dumps(result, indent=1))
-    ok = (result["size_mb"] <= BUDGET_MB and result["first_paint_ms"] <= 1000 * BUDGET_PAINT_S
+    ok = (result["size_mb"] <= BUDGET_MB
+          and max(result["first_paint_ms"], result["trend_paint_ms"]) <= 1000 * BUDGET_PAINT_S
           and not result["console_errors"] and result["plots_drawn"] == result["plots"])
     return 0 if ok else 1
 

@@ -62,11 +62,13 @@ def reference_for(refs: ReferenceSet | None, point: dict[str, Any]) -> stats.Ref
         r.provenance)
 
 
-def drift(points: Sequence[dict[str, Any]],
-          reference: stats.Reference | None = None) -> dict[str, Any] | None:
+def drift(points: Sequence[dict[str, Any]], reference: stats.Reference | None = None,
+          change_points: Sequence[int] | None = None) -> dict[str, Any] | None:
     """Step degradation over one check's series, or None.  *reference* (a
     :class:`hpc_health.judge.stats.Reference`, see :func:`reference_for`) sets the
-    healthy level and, when it carries noise, the size a step must have."""
+    healthy level and, when it carries noise, the size a step must have;
+    *change_points*, when given, are those of the points' values (Pelt's,
+    already computed)."""
     if not points:
         return None
     direction = points[-1]["better"]
@@ -75,6 +77,7 @@ def drift(points: Sequence[dict[str, Any]],
     values = [p["value"] for p in points]
     return changepoint.step_degradation(
         values, [p["started"] for p in points], direction, reference=reference,
-        samples_per_night=max(1, min(len(p["samples"]) for p in points)))
+        samples_per_night=max(1, min(len(p["samples"]) for p in points)),
+        known_change_points=change_points)
 
 

@@ -106,7 +106,7 @@ def trends(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None = None,
         if t.claims:
             t.change_points = changepoint.change_points(t.values)
             ref = hist.reference_for(refs, pts[-1])
-            step = hist.drift(pts, reference=ref)
+            step = hist.drift(pts, reference=ref, change_points=t.change_points)
             if step:
                 t.worse_since = {"index": step["index"], "run": t.runs[step["index"]],
                                  "magnitude": step["magnitude"], "nights": step["nights"]}
