@@ -77,3 +77,12 @@ def hpc_health(root, *args, timeout=900, env=None, spack=False):
     env = environ(root, env, spack)
     return subprocess.run([sys.executable, "-m", "hpc_health", *args],
                           capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def artifacts():
+    """Where tests leave what a person should look at (CI keeps it):
+    $HPC_HEALTH_TEST_ARTIFACTS, else test-artifacts/ in the checkout."""
+    path = Path(os.environ.get("HPC_HEALTH_TEST_ARTIFACTS")
+                or Path(__file__).resolve().parent.parent / "test-artifacts")
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -13,6 +13,10 @@ launch keeps one), and five runs that never saw the other level made a
 clean run a false DEGRADED (1 run in 8 here), or left the figure without a
 reference.  MPI_Init's time moved less than 15 % between runs here.
 
+The fault stays for four runs (day 7 to 10): ten stored runs, whose HTML
+report headless Chromium then draws (every plot, the step marked, no
+console error; the screenshot is kept in test-artifacts/).
+
 The fault is a slow launcher: the fault bench's PMPI interposer, preloaded
 into the ranks only (Open MPI's ``mca_base_env_list``), adds 1 s to
 MPI_Init (about 0.3 s here).  Every clean run preloads it with no delay, so
@@ -25,9 +29,9 @@ import subprocess
 
 import pytest
 import yaml
-from sandbox import environ, hpc_health, make_root
+from sandbox import artifacts, environ, hpc_health, make_root
 
-from bench import local_mpi
+from bench import browser, local_mpi
 from bench.fault_injection.tools import build_pmpi_delay
 
 pytestmark = [
@@ -51,7 +55,14 @@ def _rows(stdout, variable):
             and f" {variable} " in line]
 
 
-def test_from_an_empty_store_to_a_suite_that_fails(tmp_path):
+FAULTY_NIGHTS = 4      # day 7 to 10: ten stored runs, the report's trend has its step
+
+
+@pytest.fixture(scope="module")
+def journey(tmp_path_factory):
+    """Day 1 to 5 (baseline), the printed capture command, day 6 (clean)
+    and days 7 to 10 (MPI_Init a second slower): what each printed."""
+    tmp_path = tmp_path_factory.mktemp("newcomer")
     root = make_root(tmp_path, references=False)
     path = root / "site_configs" / "local" / "site.yaml"
     doc = yaml.safe_load(path.read_text())
@@ -60,28 +71,39 @@ def test_from_an_empty_store_to_a_suite_that_fails(tmp_path):
     doc["partitions"]["default"]["kernels"] = {"samples": 10, "barrier_iters": 1000}
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     lib = build_pmpi_delay(tmp_path)
-    clean = _ranks_env(lib, 0)
 
-    def run(env):
+    def run(delay_ns):
         import os
-        return hpc_health(root, "run", "--site", "local", *CHECK, env={**os.environ, **env})
+        return hpc_health(root, "run", "--site", "local", *CHECK,
+                          env={**os.environ, **_ranks_env(lib, delay_ns)})
 
+    days = [run(0) for _ in range(BASELINE_RUNS)]
+    last = days[-1].stdout.rstrip().splitlines()[-1]
+    assert "make it the reference: " in last, days[-1].stdout + days[-1].stderr
+    command = shlex.split(last.split("make it the reference: ", 1)[1])
+    # The printed command, as typed (here `python -m hpc_health`: no
+    # hpc-health on PATH; from ci/health.sh, the path of .venv/bin/hpc-health).
+    capture = subprocess.run(command, capture_output=True, text=True, env=environ(root),
+                             timeout=300)
+    days.append(run(0))
+    days += [run(INIT_DELAY_NS) for _ in range(FAULTY_NIGHTS)]
+    return {"root": root, "days": days, "command": command, "capture": capture}
+
+
+def test_from_an_empty_store_to_a_suite_that_fails(journey):
+    root, days = journey["root"], journey["days"]
     # Day 1 to 5: each run says how far the baseline is; the fifth, what to type.
-    for day in range(1, BASELINE_RUNS + 1):
-        res = run(clean)
+    for day, res in enumerate(days[:BASELINE_RUNS], 1):
         assert res.returncode == 0, res.stdout + res.stderr
         assert "NO-REFERENCE" in res.stdout and "hpc-health: HEALTHY" in res.stdout
         last = res.stdout.rstrip().splitlines()[-1]
         if day < BASELINE_RUNS:
             assert last.startswith(f"Next: run again: baseline {day}/{BASELINE_RUNS}"), res.stdout
     assert last.startswith("Next: the baseline is complete"), res.stdout
-    command = shlex.split(last.split("make it the reference: ", 1)[1])
+    command = journey["command"]
     assert command[-7:-4] == ["reference", "capture", "--site"] and command[-1] == "--write"
 
-    # The printed command, as typed (here `python -m hpc_health`: no
-    # hpc-health on PATH; from ci/health.sh, the path of .venv/bin/hpc-health).
-    cap = subprocess.run(command, capture_output=True, text=True, env=environ(root),
-                         timeout=300)
+    cap = journey["capture"]
     assert cap.returncode == 0, cap.stdout + cap.stderr
     assert "references proposed" in cap.stdout and "wrote " in cap.stdout
     written = yaml.safe_load((root / "reference" / "local.yaml").read_text())
@@ -91,7 +113,7 @@ def test_from_an_empty_store_to_a_suite_that_fails(tmp_path):
         assert value > 0 and lower < 0 < upper
 
     # Day 6: judged, and healthy: every figure with a reference passes.
-    res = run(clean)
+    res = days[BASELINE_RUNS]
     assert res.returncode == 0, res.stdout + res.stderr
     assert "hpc-health: HEALTHY" in res.stdout
     for var in figures:
@@ -99,10 +121,35 @@ def test_from_an_empty_store_to_a_suite_that_fails(tmp_path):
         assert " PASS" in row, res.stdout
     assert "Next: nothing to do" in res.stdout or "have weak references" in res.stdout
 
-    # Day 7: MPI_Init a second slower.
-    res = run(_ranks_env(lib, INIT_DELAY_NS))
-    assert res.returncode == 1, res.stdout + res.stderr
-    assert "hpc-health: UNHEALTHY" in res.stdout
-    (row,) = _rows(res.stdout, "mpi_init")
-    assert "DEGRADED" in row, res.stdout
-    assert "hpc-health history --site local --check 'BarrierLatency' --var" in res.stdout
+    # Day 7 on: MPI_Init a second slower.
+    for res in days[BASELINE_RUNS + 1:]:
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert "hpc-health: UNHEALTHY" in res.stdout
+        (row,) = _rows(res.stdout, "mpi_init")
+        assert "DEGRADED" in row, res.stdout
+        assert "hpc-health history --site local --check 'BarrierLatency' --var" in res.stdout
+
+
+@pytest.mark.skipif(browser.executable() is None,
+                    reason="needs Chromium (bash ci/test.sh installs it as root: "
+                           "apt-get install chromium)")
+def test_the_html_report_of_those_runs_in_a_browser(journey):
+    """Ten real stored runs, drawn by headless Chromium with the network
+    off: every plot drawn, the step marked, no console error."""
+    root, days = journey["root"], journey["days"]
+    out = artifacts() / "report-newcomer.html"
+    res = hpc_health(root, "report", "--site", "local", "--html", str(out))
+    assert res.returncode == 1, res.stdout + res.stderr     # the latest run is DEGRADED
+    assert f"over {len(days)} run(s)" in res.stderr
+    with browser.Browser() as b:
+        b.open(out, fragment="all", until="done", timeout=120)
+        plots = b.evaluate("Array.from(document.querySelectorAll('div.hh-plot'))"
+                           ".map(d => [d.id, d.querySelectorAll('svg.main-svg').length,"
+                           " d.querySelectorAll('g.trace').length])")
+        notes = b.evaluate("Array.from(document.querySelectorAll('g.annotation-text-g'))"
+                           ".map(a => a.textContent)")
+        b.screenshot(artifacts() / "report-newcomer.png")
+        errors = b.errors
+    assert plots and all(svgs and traces for _, svgs, traces in plots), plots
+    assert any(n.startswith("worse since run ") for n in notes), notes
+    assert errors == []
