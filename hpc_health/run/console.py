@@ -56,14 +56,16 @@ def next_step(site, verdict_list, base, run_dir, adopted=False):
         return (f"Next: run again: {base.label} on this hardware; after "
                 f"{base.needed} runs of each check the run prints the command that turns "
                 "them into references (or run with --adopt-baseline)")
-    if counts.get(verdicts.SKIPPED):
-        return "Next: the SKIPPED lines above say what is missing for those checks."
+    # Weak references before SKIPPED: more runs fix the one, while a check
+    # skipped for want of a second node stays skipped on this machine.
     weak = sum(v.tag == "weak reference" for v in verdict_list)
     if weak:
         return (f"Next: nothing failed; {weak} figure(s) have weak references (WEAK REFERENCE "
                 f"above): keep running; `hpc-health reference show --site {site.name}` says how "
                 f"many baseline runs each needs, then capture again from them "
                 f"(hpc-health reference capture --site {site.name} --from last:N --write)")
+    if counts.get(verdicts.SKIPPED):
+        return "Next: the SKIPPED lines above say what is missing for those checks."
     if counts.get(verdicts.IMPROVED):
         return ("Next: some figures IMPROVED beyond their bounds: if that change is expected, "
                 f"re-capture the references (hpc-health reference capture --site {site.name})")
