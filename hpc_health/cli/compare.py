@@ -33,7 +33,7 @@ def _partition_map(values):
               help="Show each figure also as a fraction of its partition's declared "
                    "capability (site.yaml capabilities).")
 @click.option("--margin", type=click.FloatRange(0.001, 10), default=None,
-              help="Change that must be detectable before a figure is SAME "
+              help="SAME only when the figure's interval lies within +-MARGIN "
                    "(fraction, default 0.10).")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 def compare(site, set_a, set_b, maps, normalise, margin, as_json):

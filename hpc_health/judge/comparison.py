@@ -202,7 +202,7 @@ def _words(rows, margin, alpha, min_change):
         ival = f"[{r.low:+.1%}, {r.high:+.1%}] ({1 - level:.4%} interval, Holm over {n} figures)"
         if (r.low > 0 or r.high < 0) and abs(r.worse_by) >= min_change:
             r.word = REGRESSED if r.worse_by > 0 else IMPROVED
-            r.why = f"p={r.p_value:.2g}; {ival} excludes no change"
+            r.why = f"p={r.p_value:.2g}; {ival} does not contain 0"
         elif -margin <= r.low and r.high <= margin:
             r.word = SAME
             r.why = f"{ival} lies within ±{margin:.0%}"
