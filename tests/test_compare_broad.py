@@ -64,7 +64,7 @@ def test_a_ten_percent_step_on_every_figure_is_broadly_worse_and_never_same(tmp_
     assert broad["low"] > 0.05 and broad["low"] < broad["change"] < broad["high"]
     assert code == 1
     for r in data["rows"]:
-        # The interval printed is the decision's: it excludes no change
+        # The interval printed is the decision's: it does not contain 0
         # exactly when the figure is REGRESSED.
         excludes = r["low"] > 0 or r["high"] < 0
         assert (r["word"] == "REGRESSED") == (excludes and abs(r["worse_by"]) >= 0.03), r

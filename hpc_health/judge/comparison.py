@@ -184,7 +184,7 @@ def _fraction(value, m):
 def _words(rows, margin, alpha, min_change):
     """Each figure's word, from its interval at the level Holm's procedure
     judged it at (the interval printed): REGRESSED or IMPROVED when it
-    excludes no change and the change is at least *min_change*; SAME only
+    does not contain 0 and the change is at least *min_change*; SAME only
     when it lies within +-*margin* (both one-sided tests of equivalence
     pass at that level); else INCONCLUSIVE, with what would decide it."""
     levels = stats.holm_levels([r.p_value for r in rows], alpha)
