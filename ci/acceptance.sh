@@ -9,7 +9,8 @@
 #   BEFORE=SET   the runs to compare with (a run set: tag:NAME, A..B, ...)
 #   TAG=NAME     the tag of the new runs (default acceptance-<UTC time>)
 #
-# Exit 0 ACCEPT: no figure REGRESSED and every run healthy; 1 REJECT;
+# Exit 0 ACCEPT: no figure REGRESSED, the figures together not BROADLY
+# WORSE, and every run healthy; 1 REJECT;
 # 2 a configuration error or no runs to compare with; 128+n stopped by a
 # signal.  The one command that re-baselines on exactly the new runs is
 # printed at the end.
@@ -61,8 +62,11 @@ if [[ $rc -eq 0 && $unhealthy -eq 0 ]]; then
     echo "Re-baseline on exactly these runs: $hh reference capture --site $site --from tag:$tag --write"
     exit 0
 fi
-why_rc="figures REGRESSED against $before"
-grep -q '^BROADLY WORSE' "$table" && why_rc="the figures together are BROADLY WORSE than $before$(grep -q ' REGRESSED$' "$table" && echo ", some REGRESSED")"
+if grep -q ' REGRESSED$' "$table"; then
+    why_rc="figures REGRESSED against $before$(grep -q '^BROADLY WORSE' "$table" && echo "; all of them together BROADLY WORSE")"
+else
+    why_rc="the figures together are BROADLY WORSE than $before"
+fi
 echo "== acceptance of $site: REJECT ($([[ $rc -eq 1 ]] && echo "$why_rc")$([[ $rc -eq 1 && $unhealthy -eq 1 ]] && echo "; ")$([[ $unhealthy -eq 1 ]] && echo "a run was unhealthy against the references"))"
 echo "If the change is intended, re-baseline on exactly these runs: $hh reference capture --site $site --from tag:$tag --write"
 exit 1
