@@ -14,8 +14,8 @@ cd "$repo"
 # The report's browser test draws pages in headless Chromium (network off).
 if ! command -v chromium >/dev/null 2>&1 && [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
     echo "test: installing chromium (the HTML report's browser test)"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null \
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends chromium >/dev/null; } \
         || echo "test: chromium could not be installed: the browser test will say it skipped"
 fi
 # Screenshots and pages for a person to look at (CI keeps the folder).
