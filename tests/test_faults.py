@@ -283,7 +283,11 @@ def test_a_loop_of_short_processes_makes_the_node_busy():
     elapsed = after["time"] - before["time"]
     loop_cores = (after["procs"][str(loop.pid)][1] - before["procs"][str(loop.pid)][1]) / elapsed
     assert loop_cores > 0.1, info
-    assert info["other_cores"] >= loop_cores - 0.01, info
+    # Less what the child running at the first snapshot had used before it
+    # (its time reaches the shell whole when reaped): that is not this check's.
+    earlier = sum(p[1] for pid, p in before["procs"].items()
+                  if pid not in after["procs"] and str(p[3]) == str(loop.pid)) / elapsed
+    assert info["other_cores"] >= loop_cores - earlier - 0.01, info
 
 
 # ---- malformed configuration: file, line and key named; nothing runs -----
