@@ -27,18 +27,19 @@ def series(idx: Index, runs: Sequence[Run], check: str, var: str,
            partition: str | None = None) -> list[dict[str, Any]]:
     """The points of one figure over *runs* (:class:`hpc_health.store.index.Run`,
     oldest first), read from the store's index *idx*."""
-    out = []
-    for m in idx.figures(runs, variable=var, check=check):
-        if _matches(m, check, var, partition):
-            meta = m.run.meta
-            out.append({"run": m.run.run_id, "started": meta.get("started", ""),
-                        "check": m.check, "variable": m.variable,
-                        "partition": m.partition_fullname,
-                        "value": m.value, "unit": m.unit, "better": m.better,
-                        "samples": m.samples or [m.value], "stack": meta.get("stack_hash"),
-                        "measurement": m,
-                        "hardware": (meta.get("hardware") or {}).get(m.partition_fullname)})
-    return out
+    return [point(m) for m in idx.figures(runs, variable=var, check=check)
+            if _matches(m, check, var, partition)]
+
+
+def point(m: Any) -> dict[str, Any]:
+    """One series point of an index figure *m* (with its ``run``)."""
+    meta = m.run.meta
+    return {"run": m.run.run_id, "started": meta.get("started", ""),
+            "check": m.check, "variable": m.variable, "partition": m.partition_fullname,
+            "value": m.value, "unit": m.unit, "better": m.better,
+            "samples": m.samples or [m.value], "stack": meta.get("stack_hash"),
+            "measurement": m,
+            "hardware": (meta.get("hardware") or {}).get(m.partition_fullname)}
 
 
 def reference_for(refs: ReferenceSet | None, point: dict[str, Any]) -> stats.Reference | None:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hpc_health.judge import changepoint
+from hpc_health.judge import changepoint, stats
 from hpc_health.judge import history as hist
 
 if TYPE_CHECKING:
@@ -86,11 +86,7 @@ def trends(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None = None,
         if m.value is None or m.variable is None:
             continue
         key = (m.check, m.partition_fullname, m.environ, m.variable)
-        meta = m.run.meta
-        points.setdefault(key, []).append({
-            "run": m.run.run_id, "started": meta.get("started", ""), "value": m.value,
-            "samples": m.samples or [m.value], "better": m.better, "measurement": m,
-            "hardware": (meta.get("hardware") or {}).get(m.partition_fullname)})
+        points.setdefault(key, []).append(hist.point(m))
     out = []
     for (check, part, env, var), pts in points.items():
         last = pts[-1]["measurement"]
@@ -102,10 +98,10 @@ def trends(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None = None,
             t.values.append(p["value"])
             t.lows.append(min(samples, default=p["value"]))
             t.highs.append(max(samples, default=p["value"]))
-        _reference(t, refs, pts[-1])
+        ref = hist.reference_for(refs, pts[-1])
+        _reference(t, refs, ref, last)
         if t.claims:
             t.change_points = changepoint.change_points(t.values)
-            ref = hist.reference_for(refs, pts[-1])
             step = hist.drift(pts, reference=ref, change_points=t.change_points)
             if step:
                 t.worse_since = {"index": step["index"], "run": t.runs[step["index"]],
@@ -115,16 +111,16 @@ def trends(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None = None,
     return out
 
 
-def _reference(t: Trend, refs: ReferenceSet | None, point: dict[str, Any]) -> None:
-    ref = hist.reference_for(refs, point)
-    if ref is None:
+def _reference(t: Trend, refs: ReferenceSet | None, ref: stats.Reference | None,
+               m: Any) -> None:
+    """The trend's band and MDC from *ref* (:func:`history.reference_for` of
+    its latest point, measurement *m*)."""
+    if ref is None or refs is None:
         return
     t.reference = ref.value
     t.lower = None if ref.lower is None else ref.value + abs(ref.value) * ref.lower
     t.upper = None if ref.upper is None else ref.value + abs(ref.value) * ref.upper
-    m = point["measurement"]
-    entry = refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable) \
-        if refs else None
+    entry = refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable)
     prov = entry.provenance if entry is not None else {}
     t.mdc = prov.get("mdc")
     t.weak = bool(prov.get("weak"))
