@@ -28,7 +28,10 @@ start=$SECONDS
 "$venv/bin/ruff" check .
 "$venv/bin/mypy"      # the judge and store layers (pyproject.toml [tool.mypy])
 # --durations: every CI log says where its time went (docs/development.md, CI time).
-"$venv/bin/python" -m pytest -q -ra --durations=10 -m "not slow" "$@"
+# Two workers, a test module each (its module fixtures stay in one process):
+# most fast tests start hpc-health or ReFrame processes and wait on them.
+"$venv/bin/python" -m pytest -q -ra --durations=10 -m "not slow" \
+    -n "${HPC_HEALTH_TEST_WORKERS:-2}" --dist loadfile "$@"
 echo "== fast stage passed in $((SECONDS - start)) s (load $(cut -d' ' -f1-3 /proc/loadavg))"
 
 echo "== slow stage: MPI, ReFrame end to end, Slurm, faults, Spack"

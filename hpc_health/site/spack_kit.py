@@ -173,7 +173,8 @@ def _spack(rec, *args, say=print, check=True):
     if check and proc.returncode:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-10:])
         raise RuntimeError(f"{' '.join(cmd[1:])} failed (exit {proc.returncode}):\n{tail}")
-    shown = " ".join(a if len(a) < 60 else a[:30] + "..." for a in args[:3])
+    named = args[2:] if args[:1] == ("-c",) else args    # the command, not its config
+    shown = " ".join(a if len(a) < 60 else a[:30] + "..." for a in named[:3])
     say(f"spack setup: spack {shown} ({time.monotonic() - t0:.0f} s)")
     return proc
 
@@ -319,9 +320,12 @@ def make_kit(dest, base_url=None, spack=None, specs=MIRRORED, say=print):
         with urllib.request.urlopen(src, timeout=600) as resp, open(tmp, "wb") as fp:
             shutil.copyfileobj(resp, fp)
         tmp.replace(target)
-    for spec in specs if spack is not None else ():
-        # One spec a call: two versions of one package do not concretize together.
-        _spack(spack, "mirror", "create", "-d", str(dest / "mirror"), spec, say=say)
+    if spack is not None and specs:
+        # Two versions of one package do not concretize together (unify:
+        # true): each spec alone, in one call (Spack solves them side by side;
+        # one call a spec took twice as long).
+        _spack(spack, "-c", "concretizer:unify:false", "mirror", "create",
+               "-d", str(dest / "mirror"), *specs, say=say)
     files = sorted(p for p in dest.rglob("*") if p.is_file() and not p.is_symlink()
                    and p.name != "SHA256SUMS")
     (dest / "SHA256SUMS").write_text("".join(f"{_sha256(p)}  {p.relative_to(dest)}\n"
