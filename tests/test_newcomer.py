@@ -128,6 +128,17 @@ def test_from_an_empty_store_to_a_suite_that_fails(journey):
         (row,) = _rows(res.stdout, "mpi_init")
         assert "DEGRADED" in row, res.stdout
         assert "hpc-health history --site local --check 'BarrierLatency' --var" in res.stdout
+    # Day 10: four nights worse against six is a step (the rank test needs
+    # that many), named with the night it began and the stack change that
+    # came with it (the delay is preloaded into the ranks: part of the
+    # stack); tonight's DEGRADED keeps exit 1.
+    last = days[-1].stdout
+    drifting = [line for line in last.splitlines() if line.startswith("DRIFTING  BarrierLatency")]
+    assert len(drifting) == 1 and " mpi_init on local:default: since run " in drifting[0], last
+    since = drifting[0].split("since run ")[1].split()[0]
+    assert since in days[BASELINE_RUNS + 1].stdout and since not in days[BASELINE_RUNS].stdout
+    assert drifting[0].endswith(f", 4 runs; stack changed at run {since}")
+    assert "; 1 DRIFTING); exit 1" in last
 
 
 @pytest.mark.skipif(browser.executable() is None,

@@ -132,6 +132,11 @@ def report(site, run_sets, html_file, markdown, junit_file):
         click.echo(f"run {r.run_id} on {r.meta.get('hostname')} started "
                    f"{r.meta.get('started')}{tags}")
         click.echo(table.render(vs))
+        # What the run found across nights, as it found it (not re-tested).
+        for d in r.meta.get("drifting") or ():
+            click.echo(f"DRIFTING  {d['check']}  {d['variable']} on {d['partition']}: since run "
+                       f"{d['since']}: {100 * d['change']:+.1f} %, {d['runs']} runs "
+                       f"(found by this run)")
     if junit_file:
         written = summaries.write_atomically(junit_file, summaries.junit(s.name, judged))
         click.echo(f"wrote {written} ({sum(len(vs) for _, vs in judged)} test cases)", err=True)

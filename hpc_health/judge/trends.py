@@ -47,7 +47,8 @@ class Trend:
     weak: bool = False
     #: indices where a new level of the series starts
     change_points: list = field(default_factory=list)
-    #: the sustained step to worse: {"index", "run", "magnitude", "nights"}
+    #: the sustained step to worse: {"index", "run", "magnitude", "nights",
+    #: "sigma" (the nightly noise it was measured against)}
     worse_since: dict | None = None
 
     @property
@@ -105,7 +106,8 @@ def trends(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None = None,
             step = hist.drift(pts, reference=ref, change_points=t.change_points)
             if step:
                 t.worse_since = {"index": step["index"], "run": t.runs[step["index"]],
-                                 "magnitude": step["magnitude"], "nights": step["nights"]}
+                                 "magnitude": step["magnitude"], "nights": step["nights"],
+                                 "sigma": step["sigma"]}
         out.append(t)
         tick(1, len(points))
     return out

@@ -34,7 +34,22 @@ def spack_line(site):
     return how if found else f"{how}: STREAM, OSU and IOR/mdtest will be SKIPPED. To fix: {fix}"
 
 
-def next_step(site, verdict_list, base, run_dir, adopted=False):
+def drift_lines(drifts, nights):
+    """The DRIFTING lines after the table (:func:`hpc_health.judge.drift.drifting`)."""
+    if not drifts:
+        return []
+    lines = [f"Stayed worse over the last {nights} stored runs (the `history` test):"]
+    for d in drifts:
+        t = d.trend
+        stack = (f"stack changed at run {d.stack_changed_at}" if d.stack_changed_at
+                 else "stack unchanged")
+        lines.append(f"DRIFTING  {t.check}  {t.variable} on {t.partition}: since run {d.run} "
+                     f"({d.started}): {100 * d.change:+.1f} % \u00b1 {100 * d.half_width:.1f} %, "
+                     f"{d.nights} runs; {stack}")
+    return lines
+
+
+def next_step(site, verdict_list, base, run_dir, adopted=False, drifts=()):
     """One sentence on what to do now."""
     counts = {}
     for v in verdict_list:
@@ -47,6 +62,13 @@ def next_step(site, verdict_list, base, run_dir, adopted=False):
     if counts.get(verdicts.FAIL):
         return (f"Next: the FAIL lines above give each reason; ReFrame's full output is "
                 f"{run_dir / 'reframe.out'}")
+    if drifts:
+        d = drifts[0]
+        return (f"Next: {len(drifts)} figure(s) have stayed worse for several runs (DRIFTING "
+                f"above); the series: hpc-health history --site {site.name} --check "
+                f"'{d.trend.test}' --var {d.trend.variable}; if the change is intended (an "
+                f"upgrade you accept), re-baseline from the runs since: hpc-health reference "
+                f"capture --site {site.name} --from {d.run}..{run_dir.name} --write")
     if base.complete and adopted:
         return "Next: the next run is judged against the references just written."
     if base.complete:

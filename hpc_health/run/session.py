@@ -8,12 +8,14 @@ import time
 
 from hpc_health import paths
 from hpc_health.cli import table
-from hpc_health.judge import results, verdicts
+from hpc_health.judge import drift, results, verdicts
+from hpc_health.judge.drift import DRIFT_NIGHTS
 from hpc_health.run.command import reframe_command, reframe_environ, rounds_for
 from hpc_health.run.console import (
     Progress,
     ProgressFilter,
     adoption_lines,
+    drift_lines,
     header,
     next_step,
 )
@@ -29,6 +31,8 @@ from hpc_health.run.signals import Stopped, StopSignals, stop_process_group
 from hpc_health.store import baseline, capture, index, rundirs
 
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+#: Tonight passed, but a figure has stayed worse over the recent runs.
+EXIT_DRIFTING = rundirs.EXIT_DRIFTING
 # Stopped by a signal: 128 + its number (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
 
 
@@ -123,8 +127,24 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
     rundirs.write_json(run_dir / "run.json", meta)
     index.index_run(run_dir)
     print("\n" + table.render(verdict_list), file=out)
-    state = "INTERRUPTED" if interrupted else {0: "HEALTHY", 1: "UNHEALTHY"}.get(code, "ERROR")
-    print(f"\nhpc-health: {state} ({table.summary(verdict_list)}); exit {code}", file=out)
+    # Across nights: a per-node run's copies and a stopped run's half are
+    # not nights of the series.
+    drifts = [] if interrupted or per_node else _drifting(site, refs, run_dir.name)
+    if drifts:
+        print("\n" + "\n".join(drift_lines(drifts, DRIFT_NIGHTS)), file=out)
+        meta["drifting"] = [{"check": d.trend.check, "variable": d.trend.variable,
+                             "partition": d.trend.partition, "since": d.run,
+                             "change": d.change, "runs": d.nights,
+                             "stack_changed_at": d.stack_changed_at} for d in drifts]
+        if code == EXIT_HEALTHY:
+            code = meta["exit_code"] = EXIT_DRIFTING
+        rundirs.write_json(run_dir / "run.json", meta)
+        index.index_run(run_dir)
+    state = "INTERRUPTED" if interrupted else {
+        EXIT_HEALTHY: "HEALTHY", EXIT_UNHEALTHY: "UNHEALTHY", EXIT_DRIFTING: "DRIFTING"}.get(
+        code, "ERROR")
+    summary = table.summary(verdict_list) + (f"; {len(drifts)} DRIFTING" if drifts else "")
+    print(f"\nhpc-health: {state} ({summary}); exit {code}", file=out)
     adopted = False
     if base.collecting and not interrupted:
         # This run counts now that it is stored with its verdicts.
@@ -134,15 +154,29 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
             adopted = capture.summary(proposals)[0] > 0
             for line in adoption_lines(base, written, proposals):
                 print(line, file=out)
-    print(next_step(site, verdict_list, base, run_dir, adopted), file=out)
+    print(next_step(site, verdict_list, base, run_dir, adopted, drifts), file=out)
     return code
+
+
+def _drifting(site, refs, run_id):
+    """Figures of run *run_id* that have stayed worse over the stored runs.
+    Tonight's verdicts are stored already: a store that cannot be read
+    across runs costs the drift test, said on stderr, not the night."""
+    try:
+        with index.open_index() as idx:
+            return drift.drifting(idx, idx.listing(site.name).runs, refs, run_id)
+    except Exception as err:     # any: the night is judged and kept already
+        print(f"hpc-health: the drift test over the stored runs could not run "
+              f"({type(err).__name__}: {err}); tonight's verdicts stand", file=sys.stderr)
+        return []
 
 
 def previous_duration(site_name, meta):
     """Seconds the last completed run of the same selection took, or None."""
     same = ("partition", "select_tags", "reframe_args", "per_node", "rounds")
     for _, prev in reversed(rundirs.list_runs(site_name)):
-        if prev.get("run_id") == meta.get("run_id") or prev.get("exit_code") not in (0, 1):
+        if prev.get("run_id") == meta.get("run_id") or prev.get("exit_code") not in \
+                (EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_DRIFTING):
             continue
         if any(prev.get(k) != meta.get(k) for k in same):
             continue

@@ -33,9 +33,9 @@ if TYPE_CHECKING:
 
 Case = tuple[str, str, str, tuple[str, ...]]
 
-#: Exit codes of runs whose figures can enter a baseline (healthy, or
-#: unhealthy for a failed check: its other figures are still measured).
-_COMPLETED = (0, 1)
+#: Exit codes of runs whose figures can enter a baseline (healthy, drifting,
+#: or unhealthy for a failed check: its other figures are still measured).
+_COMPLETED = (0, 1, rundirs.EXIT_DRIFTING)
 
 
 def case_of(m: Measurement) -> Case:

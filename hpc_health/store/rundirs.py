@@ -22,9 +22,12 @@ if TYPE_CHECKING:
 
 #: The verdicts a run was judged with when it was stored.
 VERDICTS_FILE = "verdicts.json"
+#: Exit code of a run whose figures passed but some stayed worse over the
+#: recent runs (hpc_health.judge.drift).
+EXIT_DRIFTING = 3
 #: Exit codes of runs whose report holds judged figures: healthy, unhealthy,
-#: and stopped by a signal (what completed was judged).
-JUDGED_EXITS = (0, 1, 130, 129, 143)
+#: drifting, and stopped by a signal (what completed was judged).
+JUDGED_EXITS = (0, 1, EXIT_DRIFTING, 130, 129, 143)
 
 
 def runs_dir(site: str | None = None) -> Path:

@@ -1,0 +1,84 @@
+"""DRIFTING: the nightly run's look across nights.
+
+Tonight's verdict compares one night with the reference; a step of a few
+per cent stays inside the bounds every night.  After judging the night, the
+run asks of every figure it measured whether the recent nights in the store
+have stayed worse since some run R: the test of ``hpc-health history``
+(:func:`hpc_health.judge.changepoint.step_degradation`, via
+:mod:`hpc_health.judge.trends`), so the two never disagree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hpc_health.judge import trends as trend_mod
+from hpc_health.judge.stats.constants import HIGHER
+
+if TYPE_CHECKING:
+    from hpc_health.store.index import Index, Run
+    from hpc_health.store.references import ReferenceSet
+
+#: Nights the drift test reads: two months of nightly runs.  A step older
+#: than that has been the machine's level for two months (re-baseline or
+#: fix it); the window also keeps the test under two seconds a night.
+DRIFT_NIGHTS = 60
+#: A stack change this many nights either side of R is named with the drift.
+STACK_NEAR = 2
+#: Two-sided 95 % for the level since R.
+_Z95 = 1.96
+
+
+@dataclass
+class Drift:
+    """A figure that has stayed worse since run ``run``."""
+    trend: trend_mod.Trend
+    run: str
+    started: str
+    change: float           # signed fraction (a drop of a bandwidth is negative)
+    half_width: float       # 95 % half-width of that fraction
+    nights: int
+    stack_changed_at: str | None
+
+
+def drifting(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None,
+             tonight: str) -> list[Drift]:
+    """Figures of run *tonight* that have stayed worse over the last
+    :data:`DRIFT_NIGHTS` of *runs* (oldest first, tonight's included)."""
+    window = list(runs)[-DRIFT_NIGHTS:]
+    stacks = {r.run_id: r.meta.get("stack_hash") for r in window}
+    found = []
+    for t in trend_mod.trends(idx, window, refs):
+        step = t.worse_since
+        if not step or t.runs[-1] != tonight:
+            continue
+        i = step["index"]
+        found.append(Drift(t, step["run"], t.started[i], _signed(step["magnitude"], t.better),
+                           _half_width(step), step["nights"], _stack_change(t.runs, i, stacks)))
+    return found
+
+
+def _signed(worse: float, better: str | None) -> float:
+    return -worse if better == HIGHER else worse
+
+
+def _half_width(step: dict) -> float:
+    """95 % half-width of the level since R: the nightly sigma over the
+    nights since, with the median's efficiency (pi/2)."""
+    sigma, n = step.get("sigma") or 0.0, max(int(step["nights"]), 1)
+    return math.expm1(_Z95 * sigma * math.sqrt(math.pi / 2 / n))
+
+
+def _stack_change(run_ids: Sequence[str], i: int, stacks: dict) -> str | None:
+    """The run within :data:`STACK_NEAR` nights of index *i* whose stack
+    differs from the run before it, nearest first; None if none did."""
+    near = sorted(range(max(i - STACK_NEAR, 1), min(i + STACK_NEAR + 1, len(run_ids))),
+                  key=lambda j: abs(j - i))
+    for j in near:
+        before, now = stacks.get(run_ids[j - 1]), stacks.get(run_ids[j])
+        if before and now and before != now:
+            return run_ids[j]
+    return None

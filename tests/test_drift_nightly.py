@@ -1,0 +1,133 @@
+"""DRIFTING in the nightly run, on stored series made from recorded noise:
+the figure that stayed 10 % worse is named with the run it began at and the
+stack change beside it; a clean recorded series, and a figure tonight's run
+did not measure, are not."""
+
+from pathlib import Path
+
+from store_fixtures import case, series, write_run
+
+from hpc_health.judge import drift
+from hpc_health.run.console import drift_lines, next_step
+from hpc_health.store import index
+
+TRIAD = series("stream_triad_1t")          # MB/s, higher is better
+LATENCY = series("osu_latency_4KiB")       # us, lower is better
+
+
+def _store(tmp_path, monkeypatch, nights, stacks=None, only_first=0):
+    """One run a night; night n holds every figure of ``nights[n]``
+    (name -> value); *stacks*: night -> stack hash from then on."""
+    store = tmp_path / "store"
+    monkeypatch.setenv("HPC_HEALTH_STORE", str(store))
+    stack = "s1"
+    for n, figures in enumerate(nights):
+        stack = (stacks or {}).get(n, stack)
+        rid = f"2026{10 + n // 28:02d}{n % 28 + 1:02d}T020000Z"
+        cases = [case(test, var, value, unit) for (test, var, unit), value in figures.items()]
+        write_run(store, "local", rid, cases, started=rid, stack=stack)
+    return store
+
+
+def _drifting(tonight=None):
+    with index.open_index() as idx:
+        runs = idx.listing("local").runs
+        return drift.drifting(idx, runs, None, tonight or runs[-1].run_id), runs
+
+
+TRIAD_KEY = ("StreamTriadScaling", "triad", "MB/s")
+LAT_KEY = ("OsuPointToPoint", "latency_4KiB", "us")
+
+
+def test_a_ten_percent_step_is_drifting_since_its_night_with_the_stack_change(
+        tmp_path, monkeypatch):
+    quiet = TRIAD[:15]                        # one episode: quiet within itself
+    values = quiet + [v * 0.9 for v in quiet[:9]]   # -10 % from night 16 on
+    nights = [{TRIAD_KEY: v, LAT_KEY: lat} for v, lat in zip(values, LATENCY)]
+    _store(tmp_path, monkeypatch, nights, stacks={15: "s2"})
+    found, runs = _drifting()
+    (d,) = found                              # the latency series is clean
+    assert (d.trend.check, d.trend.variable) == ("StreamTriadScaling", "triad")
+    began = [r.run_id for r in runs].index(d.run)
+    assert abs(began - 15) <= 1
+    assert -0.14 < d.change < -0.06 and 0 < d.half_width < 0.1
+    assert d.nights == len(runs) - began
+    assert d.stack_changed_at == runs[15].run_id
+    (head, line) = drift_lines(found, drift.DRIFT_NIGHTS)
+    assert line.startswith("DRIFTING  StreamTriadScaling  triad on local:default: since run "
+                           f"{d.run}")
+    assert f"stack changed at run {runs[15].run_id}" in line and " % \u00b1 " in line
+
+    step = next_step(_Site, [], _NoBaseline(), Path("/x") / runs[-1].run_id, drifts=found)
+    assert f"--from {d.run}..{runs[-1].run_id} --write" in step
+    assert "--check 'StreamTriadScaling' --var triad" in step
+
+
+def test_a_clean_recorded_month_and_a_figure_not_measured_tonight_are_not_drifting(
+        tmp_path, monkeypatch):
+    nights = [{TRIAD_KEY: v, LAT_KEY: lat} for v, lat in zip(TRIAD, LATENCY)]
+    _store(tmp_path, monkeypatch, nights)
+    assert _drifting()[0] == []
+
+    # The step is there, but tonight's run measured only the latency.
+    other = tmp_path / "other"
+    stepped = TRIAD[:15] + [v * 0.9 for v in TRIAD[:9]]
+    nights = [{TRIAD_KEY: v, LAT_KEY: lat} for v, lat in zip(stepped, LATENCY)]
+    nights.append({LAT_KEY: LATENCY[-1]})
+    _store(other, monkeypatch, nights)
+    assert _drifting()[0] == []
+
+
+def test_only_the_last_nights_are_read(tmp_path, monkeypatch):
+    """A step older than the window is the level the window starts at: the
+    same series is drifting when the window reaches back before it."""
+    quiet = (TRIAD[:15] * 6)[:drift.DRIFT_NIGHTS + 10]
+    values = quiet[:8] + [v * 0.9 for v in quiet[8:]]     # worse from night 9 on
+    _store(tmp_path, monkeypatch, [{TRIAD_KEY: v} for v in values])
+    assert _drifting()[0] == []
+    monkeypatch.setattr(drift, "DRIFT_NIGHTS", len(values))
+    (d,), runs = _drifting()
+    # Eight nights before the step are few to place it by: found, late.
+    assert 8 <= [r.run_id for r in runs].index(d.run) <= 15 and d.change < -0.06
+
+
+class _NoBaseline:
+    complete = collecting = False
+    cases = ()
+
+
+def test_a_drift_test_that_fails_costs_the_test_not_the_night(tmp_path, monkeypatch, capsys):
+    from hpc_health.run import session
+    _store(tmp_path, monkeypatch, [{TRIAD_KEY: v} for v in TRIAD[:3]])
+    # A damaged index is rebuilt (the index's own tests); anything else that
+    # goes wrong reading across runs must not lose the judged night.
+    (tmp_path / "store" / "index.sqlite").write_text("not a database")
+    assert session._drifting(_Site, None, "20261003T020000Z") == []
+    assert "is damaged" in capsys.readouterr().err
+
+    def broken(*args):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(drift, "drifting", broken)
+    assert session._drifting(_Site, None, "20261003T020000Z") == []
+    err = capsys.readouterr().err
+    assert "the drift test over the stored runs could not run (OSError" in err
+    assert "No space left on device" in err and "tonight's verdicts stand" in err
+
+
+class _Site:
+    name = "local"
+
+
+def test_report_shows_what_the_run_found_across_nights(tmp_path):
+    from sandbox import hpc_health, make_root
+    root = make_root(tmp_path, references=False)
+    found = [{"check": "StreamTriadScaling", "variable": "triad", "partition": "local:default",
+              "since": "20261016T020000Z", "change": -0.096, "runs": 9,
+              "stack_changed_at": None}]
+    write_run(root.parent / "store", "local", "20261024T020000Z",
+              [case("StreamTriadScaling", "triad", 30000.0, "MB/s")], started="x",
+              meta={"exit_code": 3, "drifting": found})
+    res = hpc_health(root, "report", "--site", "local")
+    assert res.returncode == 0, res.stderr
+    assert ("DRIFTING  StreamTriadScaling  triad on local:default: since run 20261016T020000Z: "
+            "-9.6 %, 9 runs (found by this run)") in res.stdout
