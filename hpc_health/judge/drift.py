@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hpc_health.judge import trends as trend_mod
-from hpc_health.judge.stats.constants import HIGHER
+from hpc_health.judge.stats.constants import HIGHER, MEDIAN_EFFICIENCY
 
 if TYPE_CHECKING:
     from hpc_health.store.index import Index, Run
@@ -67,9 +67,9 @@ def _signed(worse: float, better: str | None) -> float:
 
 def _half_width(step: dict) -> float:
     """95 % half-width of the level since R: the nightly sigma over the
-    nights since, with the median's efficiency (pi/2)."""
+    nights since, with the median's efficiency (stats' MEDIAN_EFFICIENCY)."""
     sigma, n = step.get("sigma") or 0.0, max(int(step["nights"]), 1)
-    return math.expm1(_Z95 * sigma * math.sqrt(math.pi / 2 / n))
+    return math.expm1(_Z95 * sigma * math.sqrt(MEDIAN_EFFICIENCY / n))
 
 
 def _stack_change(run_ids: Sequence[str], i: int, stacks: dict) -> str | None:
