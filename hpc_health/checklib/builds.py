@@ -71,7 +71,7 @@ def ensure_command(test, spack, env_name, specs, develop=None):
             f' || echo "{_FAILED_MARK} $?"')
 
 
-_FAILED_MARK = 'hpc-health: spackenv failed with exit'
+_FAILED_MARK = spackenv.FAILED_MARK
 #: Files of a Spack build kept in the output folder.
 KEEP = ['spack-build.json', 'spack.lock', 'spack-commands.log']
 

@@ -210,8 +210,41 @@ def own_copy(name, path, version, env_dir):
     return copy
 
 
+#: Set by a run for every Spack command it causes: a failure recorded under
+#: the same run id is reported again instead of being retried (the pre-build
+#: tried it moments ago; the fixture's retry would cost the same minute).
+RUN_ID_VAR = 'HPC_HEALTH_RUN_ID'
+#: ``concretize``: stop after concretizing (the pre-build's first step, which
+#: builds Spack's package index alone before builds run side by side).
+PHASE_VAR = 'HPC_HEALTH_SPACKENV_PHASE'
+FAILED = 'hpc-health-failed.json'
+#: What a build script prints when ensure failed (its exit code follows).
+FAILED_MARK = 'hpc-health: spackenv failed with exit'
+
+
 def ensure(args):
     t_start = time.monotonic()
+    run_id = os.environ.get(RUN_ID_VAR)
+    failed_path = os.path.join(args.env_dir, FAILED)
+    try:
+        with open(failed_path) as fp:
+            failed = json.load(fp)
+    except (OSError, ValueError):
+        failed = {}
+    if run_id and failed.get('run') == run_id:
+        raise SpackError(f"{failed.get('message', 'failed')}\n    (as in this run's pre-build)")
+    try:
+        report = _ensure(args, t_start)
+    except SpackError as err:
+        if run_id:
+            _write_json(failed_path, {'run': run_id, 'message': str(err)})
+        raise
+    if os.path.exists(failed_path):
+        os.remove(failed_path)      # ours: written above by an earlier failure
+    return report
+
+
+def _ensure(args, t_start):
     develop = {}
     for item in args.develop or []:
         name, _, rest = item.partition('=')
@@ -244,8 +277,8 @@ def ensure(args):
     os.makedirs(args.out, exist_ok=True)
     report = {'env_dir': env_dir, 'specs': args.spec, 'concretized': False,
               'installed': False}
+    lock = os.path.join(env_dir, 'spack.lock')
     with open(log_path, 'a') as log:
-        lock = os.path.join(env_dir, 'spack.lock')
         if stamp.get('inputs') != inputs or not os.path.exists(lock):
             # Write to a temporary name first: an interrupted run must not
             # leave a half-written spack.yaml behind.
@@ -257,7 +290,14 @@ def ensure(args):
             os.replace(tmp, os.path.join(env_dir, 'spack.yaml'))
             _run_spack(args.spack, ['-e', env_dir, 'concretize', '-f'], log)
             report['concretized'] = True
+            # Kept now: an install that is stopped or fails need not
+            # concretize again.
             stamp = {'inputs': inputs}
+            _write_json(stamp_path, stamp)
+        if os.environ.get(PHASE_VAR) == 'concretize':
+            _finish(args, report, lock, stamp.get('prefixes') or {}, t_start,
+                    'install deferred')
+            return report
         lock_hash = _file_hash(lock)
         dev_fp = {n: _tree_fingerprint(_abs(p, args.site_dir)) for n, (p, _) in develop.items()}
         prefixes = stamp.get('prefixes') or {}
@@ -266,32 +306,56 @@ def ensure(args):
         if not up_to_date:
             _run_spack(args.spack, ['-e', env_dir, 'install', '--fail-fast'], log)
             report['installed'] = True
-            prefixes = {}
-            for spec in args.spec:
-                name = spec_name(spec)
-                out = _run_spack(args.spack, ['-e', env_dir, 'location', '-i', name], log)
-                prefixes[name] = out.strip().splitlines()[-1]
+            prefixes = _prefixes(args.spack, env_dir, [spec_name(s) for s in args.spec], log)
             # After the install: in-source builds (STREAM's Makefile, OSU's
             # objects) change the develop trees themselves.
             dev_fp = {n: _tree_fingerprint(_abs(p, args.site_dir))
                       for n, (p, _) in develop.items()}
             stamp.update({'lock': lock_hash, 'develop': dev_fp, 'prefixes': prefixes})
-            tmp = stamp_path + '.tmp'
-            with open(tmp, 'w') as fp:
-                json.dump(stamp, fp, indent=1)
-            os.replace(tmp, stamp_path)
+            _write_json(stamp_path, stamp)
+    _finish(args, report, lock, prefixes, t_start,
+            'install ' + ('ran' if report['installed'] else 'skipped (already installed)'))
+    return report
+
+
+def _prefixes(spack, env_dir, names, log):
+    """Install prefix of each root, from one `spack find` (a `location -i`
+    per root costs Spack's start-up, 2 s, each time)."""
+    out = _run_spack(spack, ['-e', env_dir, 'find', '--format', '{name}\t{prefix}', *names], log)
+    found = {}
+    for line in out.splitlines():
+        name, sep, prefix = line.partition('\t')
+        if sep and name in names:
+            if name in found and found[name] != prefix:
+                raise SpackError(f'spack find: two installed {name} in {env_dir}: '
+                                 f'{found[name]} and {prefix}')
+            found[name] = prefix.strip()
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise SpackError(f"spack find: {', '.join(missing)} not installed in {env_dir} "
+                         'after spack install')
+    return found
+
+
+def _finish(args, report, lock, prefixes, t_start, install_said):
     shutil.copy(lock, os.path.join(args.out, 'spack.lock'))
     report['prefixes'] = prefixes
     report['hashes'] = _root_hashes(lock)
     report['seconds'] = round(time.monotonic() - t_start, 2)
     with open(os.path.join(args.out, 'spack-build.json'), 'w') as fp:
         json.dump(report, fp, indent=1)
-    print(f'hpc-health: Spack environment {env_dir}: '
+    print(f'hpc-health: Spack environment {report["env_dir"]}: '
           f'concretize {"ran" if report["concretized"] else "skipped (inputs unchanged)"}, '
-          f'install {"ran" if report["installed"] else "skipped (already installed)"}, '
-          f'{report["seconds"]} s')
+          f'{install_said}, {report["seconds"]} s')
     for name, h in report['hashes'].items():
         print(f'hpc-health: {name} /{h[:7]} -> {prefixes.get(spec_name(name), "?")}')
+
+
+def _write_json(path, data):
+    tmp = path + '.tmp'
+    with open(tmp, 'w') as fp:
+        json.dump(data, fp, indent=1)
+    os.replace(tmp, path)
 
 
 def _file_hash(path):

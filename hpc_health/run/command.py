@@ -9,6 +9,7 @@ import sys
 
 from hpc_health import paths
 from hpc_health.errors import ConfigError
+from hpc_health.jobside.spackenv import RUN_ID_VAR
 
 
 def reframe_executable():
@@ -40,7 +41,8 @@ def check_classes():
 
 
 def reframe_command(site, partition=None, tags=(), extra=(), list_only=False,
-                    prefix=None, report=None, per_node=False, rounds=1, extras=None):
+                    prefix=None, report=None, per_node=False, rounds=1, extras=None,
+                    dry_run=False):
     system = f"{site.name}:{partition}" if partition else site.name
     cmd = [reframe_executable(), "-C", str(site.reframe_config), "--system", system]
     for c in check_files():
@@ -59,7 +61,8 @@ def reframe_command(site, partition=None, tags=(), extra=(), list_only=False,
     if list_only:
         cmd += ["-l"]
     else:
-        cmd += ["-r", "--prefix", str(prefix), "--report-file", str(report)]
+        cmd += ["--dry-run" if dry_run else "-r", "--prefix", str(prefix),
+                "--report-file", str(report)]
         if extras:
             # In ReFrame's own results database too, so its stored sessions
             # can be found by the run id and tags hpc-health knows them by.
@@ -69,11 +72,14 @@ def reframe_command(site, partition=None, tags=(), extra=(), list_only=False,
     return cmd
 
 
-def reframe_environ():
+def reframe_environ(run_id=None):
     """ReFrame reads the references next to the checks unless told; tell it,
-    so a run always gates on this checkout's reference files."""
+    so a run always gates on this checkout's reference files.  The run id
+    reaches the build jobs (a Spack failure is not retried within a run)."""
     env = dict(os.environ)
     env["RFM_REFERENCE_PREFIX"] = str(paths.repo_root() / "reference")
+    if run_id:
+        env[RUN_ID_VAR] = run_id
     return env
 
 

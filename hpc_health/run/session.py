@@ -10,6 +10,7 @@ from hpc_health import paths
 from hpc_health.cli import table
 from hpc_health.judge import drift, results, verdicts
 from hpc_health.judge.drift import DRIFT_NIGHTS
+from hpc_health.run import prebuild
 from hpc_health.run.command import reframe_command, reframe_environ, rounds_for
 from hpc_health.run.console import (
     Progress,
@@ -73,15 +74,25 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
         print(line, file=out)
     print(file=out, flush=True)
 
-    # ReFrame in its own process group: a stop reaches every benchmark it
-    # started, and a Ctrl-C at the terminal reaches only us, who pass it on.
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1, env=reframe_environ(),
-                            start_new_session=True)
+    env = reframe_environ(run_dir.name)
     shown = ProgressFilter()
     progress = Progress(previous_duration(site.name, meta))
+    proc = None
     with open(run_dir / "reframe.out", "w") as log, StopSignals() as stop:
         try:
+            parallel = prebuild.workers((site.settings.get("spack") or {}).get("parallel_builds"))
+            if parallel > 1:
+                dry = reframe_command(site, partition, tags, extra, prefix=run_dir / "prebuild",
+                                      report=run_dir / "prebuild" / "report.json",
+                                      per_node=per_node, dry_run=True)
+                meta["prebuild"] = prebuild.prebuild(
+                    dry, run_dir / "prebuild", env, parallel,
+                    lambda line: print(line, file=out, flush=True))
+            # ReFrame in its own process group: a stop reaches every benchmark
+            # it started, and a Ctrl-C at the terminal reaches only us, who
+            # pass it on.
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, bufsize=1, env=env, start_new_session=True)
             for line in proc.stdout:
                 log.write(line)
                 if shown(line):
@@ -94,20 +105,25 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
         except Stopped as err:
             print(f"\nhpc-health: {err.name} received: stopping ReFrame and its jobs; the "
                   "checks that completed are judged and kept", file=sys.stderr, flush=True)
-            stop_process_group(proc)
-            log.write(proc.stdout.read() if proc.stdout else "")
+            if proc is not None:
+                stop_process_group(proc)
+                log.write(proc.stdout.read() if proc.stdout else "")
     interrupted = stop.signum is not None
     exit_interrupted = 128 + (stop.signum or signal.SIGINT)
 
     spack = collect_spack_records(run_dir)
     stack, stack_hash = software_stack(spack)
-    meta.update(finished=_now(), reframe_exit_code=proc.returncode,
+    meta.update(finished=_now(), reframe_exit_code=proc.returncode if proc else None,
                 interrupted=interrupted, spack=spack, stack=stack, stack_hash=stack_hash)
     if interrupted:
         meta["stopped_by"] = signal.Signals(stop.signum).name
     if not report_path.exists():
         meta["exit_code"] = exit_interrupted if interrupted else EXIT_USAGE
         rundirs.write_json(run_dir / "run.json", meta)
+        if proc is None:
+            print("\nhpc-health: stopped while Spack built, before any check ran; "
+                  f"the builds' output is in {run_dir / 'prebuild'}", file=sys.stderr)
+            return meta["exit_code"]
         tail = "".join(open(run_dir / "reframe.out").readlines()[-15:])
         print(f"\nhpc-health: ReFrame exited with {proc.returncode} and wrote no run "
               f"report; its last lines:\n{tail}", file=sys.stderr)

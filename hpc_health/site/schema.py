@@ -175,6 +175,10 @@ SITE_SCHEMA = {
                 # An offline kit to bootstrap Spack from when none is found
                 # (or $HPC_HEALTH_SPACK_KIT): `hpc-health spack setup`.
                 "kit": _PATH,
+                # Spec sets built at once before the checks (null: two, one
+                # more per 8 cores up to 4); 1: each built by ReFrame just
+                # before its first check.
+                "parallel_builds": {"type": ["integer", "null"], "minimum": 1, "maximum": 16},
                 # Packages built from a local source tree (Spack's `stream`
                 # has no tarball, only a git URL): name -> "path@version".
                 "develop": {

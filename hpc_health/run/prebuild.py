@@ -1,0 +1,166 @@
+"""Every Spack spec set a run needs, built side by side before the checks.
+
+ReFrame's serial policy (which the checks need: they share the cores they
+measure) builds each build fixture just before its first check, one after
+the other.  On a new machine that was four concretizations and installs in
+a row, 400 s of the first run, on one core of two.  A dry run of the same
+selection writes every build fixture's script without running anything;
+those scripts are run here, several at once, and the checks then find
+their environments built (``spackenv ensure`` does only what changed, so a
+warm night costs a few seconds here).
+
+The first script runs alone up to its concretization: that builds Spack's
+package index (a minute and a half here), which every other Spack process
+would otherwise wait for on a lock that times out after 120 s.
+"""
+
+import os
+import shlex
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hpc_health import processes
+from hpc_health.jobside import spackenv
+
+_ENSURE = "-m hpc_health.jobside.spackenv ensure"
+
+
+@dataclass
+class Build:
+    script: Path
+    env_dir: str
+    seconds: float = 0.0
+    ok: bool = True
+    said: list = field(default_factory=list)
+
+    @property
+    def name(self):
+        # .../spack-envs/<partition>-<environ>/<spec set>
+        parts = Path(self.env_dir).parts
+        return f"{parts[-1]} ({parts[-2]})" if len(parts) > 1 else self.env_dir
+
+
+def workers(setting=None):
+    """Builds at once: the site's ``spack.parallel_builds``, else two, and
+    one more per eight cores up to four (each build runs ``make -j`` too;
+    concretizing and configure scripts use one core)."""
+    if setting is not None:
+        return max(1, int(setting))
+    return max(2, min(4, (os.cpu_count() or 2) // 8))
+
+
+def find_builds(stage):
+    """The Spack build scripts a dry run wrote below *stage*, one per
+    environment."""
+    found = {}
+    for script in sorted(Path(stage).glob("**/rfm_build.sh")):
+        line = next((ln for ln in script.read_text().splitlines() if _ENSURE in ln), None)
+        if line is None:
+            continue
+        args = shlex.split(line.split(" || ")[0])
+        env_dir = args[args.index("--env-dir") + 1]
+        found.setdefault(env_dir, Build(script, env_dir))
+    return list(found.values())
+
+
+def _start(build, env, phase=None):
+    out = open(build.script.parent / "rfm_build.out", "a")
+    env = dict(env)
+    if phase:
+        env[spackenv.PHASE_VAR] = phase
+    proc = subprocess.Popen(["bash", build.script.name], cwd=build.script.parent, stdout=out,
+                            stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    out.close()
+    return proc
+
+
+def _outcome(build, proc, started):
+    build.seconds += time.monotonic() - started
+    text = (build.script.parent / "rfm_build.out").read_text()
+    build.said = [ln for ln in text.splitlines() if ln.startswith("hpc-health: ")]
+    build.ok = proc.returncode == 0 and spackenv.FAILED_MARK not in text
+
+
+def _tell(build, say):
+    last = build.said[-1][len("hpc-health: "):] if build.said else "no output"
+    if build.ok:
+        done = next((s for s in build.said if "Spack environment" in s), last)
+        # "... DIR: concretize ran, install ran, 12.3 s"
+        what = ", ".join(done.split(": ")[-1].split(", ")[:2])
+        say(f"  {build.name}: ready, {build.seconds:.0f} s ({what})")
+    else:
+        say(f"  {build.name}: FAILED after {build.seconds:.0f} s: {last}; "
+            "its checks fail with Spack's message")
+
+
+def build_all(builds, env, parallel, say):
+    """Run *builds*: the first alone up to its concretization, then all of
+    them *parallel* at a time.  A stop (any exception, the run's signals
+    included) stops every build's process group before it goes on up."""
+    running = {}
+    try:
+        if len(builds) > 1 and parallel > 1:
+            first = builds[0]
+            say(f"  {first.name}: concretizing alone first (builds Spack's package index)")
+            started = time.monotonic()
+            proc = _start(first, env, phase="concretize")
+            running[proc] = (first, started)
+            proc.wait()
+            del running[proc]
+            _outcome(first, proc, started)
+            if not first.ok:
+                _tell(first, say)
+        queue = [b for b in builds if b.ok]
+        while queue or running:
+            while queue and len(running) < parallel:
+                build = queue.pop(0)
+                say(f"  {build.name}: building")
+                running[_start(build, env)] = (build, time.monotonic())
+            proc = _wait_any(running)
+            build, started = running.pop(proc)
+            _outcome(build, proc, started)
+            _tell(build, say)
+    finally:
+        for proc in running:
+            processes.stop_group(proc)
+    return builds
+
+
+def prebuild(dry_cmd, stage, env, parallel, say):
+    """Find the run's Spack builds with ReFrame's dry run *dry_cmd* (its
+    prefix *stage*) and build them; a summary for run.json, or None when
+    the run has no Spack build (no Spack: the fixtures say why they skip)."""
+    t0 = time.monotonic()
+    stage.mkdir(parents=True, exist_ok=True)
+    with open(stage / "dry-run.out", "w") as log:
+        proc = subprocess.Popen(dry_cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+        try:
+            proc.wait()
+        finally:
+            processes.stop_group(proc)
+    builds = find_builds(stage / "stage")
+    if proc.returncode != 0 or not builds:
+        # A selection ReFrame refuses is for the run itself to report.
+        return None
+    say(f"Spack: {len(builds)} spec set{'s' if len(builds) > 1 else ''} to check or build "
+        f"before the checks, {min(parallel, len(builds))} at a time "
+        f"(found by a ReFrame dry run in {time.monotonic() - t0:.0f} s)")
+    build_all(builds, env, parallel, say)
+    seconds = time.monotonic() - t0
+    failed = [b for b in builds if not b.ok]
+    say(f"Spack: ready in {seconds:.0f} s" +
+        (f"; {len(failed)} failed" if failed else ""))
+    return {"seconds": round(seconds, 1), "parallel": parallel,
+            "builds": [{"env_dir": b.env_dir, "seconds": round(b.seconds, 1), "ok": b.ok}
+                       for b in builds]}
+
+
+def _wait_any(running, poll=0.5):
+    while True:
+        for proc in running:
+            if proc.poll() is not None:
+                return proc
+        time.sleep(poll)
