@@ -74,8 +74,8 @@ def _cases(report):
             for run in report["runs"] for tc in run["testcases"]}
 
 
-def _spack_records(run_dir):
-    return [json.loads(p.read_text()) for p in run_dir.glob("output/**/spack-build.json")]
+def _spack_records(run_dir, where="output"):
+    return [json.loads(p.read_text()) for p in run_dir.glob(f"{where}/**/spack-build.json")]
 
 
 def _figures(report):
@@ -161,9 +161,21 @@ def test_every_check_is_built_by_spack_and_runs(runs):
 
 def test_each_spec_set_is_built_once_and_a_warm_run_runs_no_spack_command(runs):
     _, cold_dir, cold = runs["cold"]
+    # Built before the checks, side by side: the first concretized alone
+    # (Spack's package index), then all four were installed.
+    built = _spack_records(cold_dir, "prebuild/stage")
+    assert len(built) == 4, built   # stream, osu, ior (+ Darshan), our kernels
+    assert all(r["installed"] for r in built)
+    commands = [line for log in cold_dir.glob("prebuild/stage/**/spack-commands.log")
+                for line in log.read_text().splitlines() if line.startswith("$ ")]
+    assert sum(" concretize -f" in line for line in commands) == 4, commands
+    meta = json.loads((cold_dir / "run.json").read_text())
+    assert meta["prebuild"]["parallel"] == 2
+    assert [b["ok"] for b in meta["prebuild"]["builds"]] == [True] * 4
+    # The checks' fixtures found them built.
     records = _spack_records(cold_dir)
-    assert len(records) == 4    # stream, osu, ior (+ Darshan), our kernels
-    assert all(r["concretized"] for r in records)
+    assert len(records) == 4
+    assert not any(r["concretized"] or r["installed"] for r in records), records
     _, warm_dir, warm = runs["warm"]
     again = _spack_records(warm_dir)
     assert len(again) == 4
@@ -171,7 +183,8 @@ def test_each_spec_set_is_built_once_and_a_warm_run_runs_no_spack_command(runs):
     logs = list(warm_dir.glob("output/**/spack-commands.log"))
     assert not any("$ " in log.read_text() for log in logs)
     assert {json.dumps(r["hashes"], sort_keys=True) for r in records} == \
-        {json.dumps(r["hashes"], sort_keys=True) for r in again}
+        {json.dumps(r["hashes"], sort_keys=True) for r in again} == \
+        {json.dumps(r["hashes"], sort_keys=True) for r in built if r["installed"]}
     # The same figures as the cold run gave for those checks.
     warm_checks = {name for name, _ in _figures(warm)}
     assert len(warm_checks) == 4

@@ -79,14 +79,15 @@ def _start(build, env, phase=None):
 def _outcome(build, proc, started):
     build.seconds += time.monotonic() - started
     text = (build.script.parent / "rfm_build.out").read_text()
-    build.said = [ln for ln in text.splitlines() if ln.startswith("hpc-health: ")]
+    build.said = [ln for ln in text.splitlines()
+                  if ln.startswith("hpc-health: ") and not ln.startswith(spackenv.FAILED_MARK)]
     build.ok = proc.returncode == 0 and spackenv.FAILED_MARK not in text
 
 
 def _tell(build, say):
     last = build.said[-1][len("hpc-health: "):] if build.said else "no output"
     if build.ok:
-        done = next((s for s in build.said if "Spack environment" in s), last)
+        done = next((s for s in reversed(build.said) if "Spack environment" in s), last)
         # "... DIR: concretize ran, install ran, 12.3 s"
         what = ", ".join(done.split(": ")[-1].split(", ")[:2])
         say(f"  {build.name}: ready, {build.seconds:.0f} s ({what})")
@@ -107,7 +108,7 @@ def build_all(builds, env, parallel, say):
             started = time.monotonic()
             proc = _start(first, env, phase="concretize")
             running[proc] = (first, started)
-            proc.wait()
+            _wait_any(running, say)
             del running[proc]
             _outcome(first, proc, started)
             if not first.ok:
@@ -118,7 +119,7 @@ def build_all(builds, env, parallel, say):
                 build = queue.pop(0)
                 say(f"  {build.name}: building")
                 running[_start(build, env)] = (build, time.monotonic())
-            proc = _wait_any(running)
+            proc = _wait_any(running, say)
             build, started = running.pop(proc)
             _outcome(build, proc, started)
             _tell(build, say)
@@ -158,9 +159,20 @@ def prebuild(dry_cmd, stage, env, parallel, say):
                        for b in builds]}
 
 
-def _wait_any(running, poll=0.5):
+#: Seconds between the lines that say which builds are still running.
+HEARTBEAT_S = 60
+
+
+def _wait_any(running, say, poll=0.5):
+    """The first of *running* to end; every minute a line naming the others."""
+    last = time.monotonic()
     while True:
         for proc in running:
             if proc.poll() is not None:
                 return proc
+        now = time.monotonic()
+        if now - last >= HEARTBEAT_S:
+            last = now
+            say("  still running: " + ", ".join(
+                f"{build.name} {now - started:.0f} s" for build, started in running.values()))
         time.sleep(poll)

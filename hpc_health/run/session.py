@@ -29,6 +29,7 @@ from hpc_health.run.provenance import (
     software_stack,
 )
 from hpc_health.run.signals import Stopped, StopSignals, stop_process_group
+from hpc_health.site.spack_kit import find_spack
 from hpc_health.store import baseline, capture, index, rundirs
 
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -80,14 +81,18 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
     proc = None
     with open(run_dir / "reframe.out", "w") as log, StopSignals() as stop:
         try:
-            parallel = prebuild.workers((site.settings.get("spack") or {}).get("parallel_builds"))
-            if parallel > 1:
+            sp = site.settings.get("spack") or {}
+            parallel = prebuild.workers(sp.get("parallel_builds"))
+            # Without Spack the fixtures skip, saying why: nothing to build.
+            if parallel > 1 and find_spack(sp.get("spack_root")):
                 dry = reframe_command(site, partition, tags, extra, prefix=run_dir / "prebuild",
                                       report=run_dir / "prebuild" / "report.json",
                                       per_node=per_node, dry_run=True)
                 meta["prebuild"] = prebuild.prebuild(
                     dry, run_dir / "prebuild", env, parallel,
                     lambda line: print(line, file=out, flush=True))
+                # The pace of the checks, not of the builds.
+                progress.start = progress.clock()
             # ReFrame in its own process group: a stop reaches every benchmark
             # it started, and a Ctrl-C at the terminal reaches only us, who
             # pass it on.
