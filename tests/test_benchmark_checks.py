@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from reframe.core.exceptions import SanityError
 
 from hpc_health.checklib import darshan
 from hpc_health.checklib import ior as ior_lib
@@ -551,3 +552,29 @@ def test_a_develop_tree_is_copied_per_environment_and_refreshed_when_it_changes(
     (src / "stream.c").write_text("int main(){return 0;}\n")
     spackenv.own_copy("stream", str(src), "5.10", str(env))
     assert not (Path(copy) / "stream_c.exe").exists()    # changed: copied anew
+
+
+class _FakeOsuJob:
+    stdout = "rfm_job.out"
+    benchmark = "osu_allreduce"
+
+    def __init__(self, stagedir, text, sizes=(8, 16)):
+        self.stagedir, self.sizes = str(stagedir), list(sizes)
+        (stagedir / self.stdout).write_text(text)
+
+
+def test_the_validation_launch_is_checked_apart_from_the_timed_ones(tmp_path):
+    """One launch with -c before the timed launches: its table must reach
+    every size with each row Pass; the timed launches carry no Validation
+    column and are not asked for one."""
+    timed = f"{osu_lib.MARK} 1\n" + read("osu/osu_allreduce_np2.txt")
+    passed = VALIDATED_ALLREDUCE.replace("Fail", "Pass")
+    check = osu_lib.OsuBase.check_validation
+    check(_FakeOsuJob(tmp_path, f"{osu_lib.VALIDATION_MARK}\n{passed}{timed}"))
+    with pytest.raises(SanityError, match=r"validation launch \(-c\): .*failed at sizes \[16\]"):
+        check(_FakeOsuJob(tmp_path, f"{osu_lib.VALIDATION_MARK}\n{VALIDATED_ALLREDUCE}{timed}"))
+    with pytest.raises(SanityError, match="did not start"):
+        check(_FakeOsuJob(tmp_path, timed))
+    # Cut short after its header: no size reached.
+    with pytest.raises(SanityError, match="validation launch"):
+        check(_FakeOsuJob(tmp_path, f"{osu_lib.VALIDATION_MARK}\n# OSU MPI Allreduce\n"))

@@ -248,7 +248,16 @@ def test_osu_jobs(dry_run):
             exe = f'"{prefix}/libexec/osu-micro-benchmarks/mpi/pt2pt/{bench}"'
             assert line.startswith(expected_launcher(part, 2) + exe), line
             assert f"-m {min(sizes)}:{max(sizes)}" in line and " -f" not in line
-            assert (" -c" in line) == (osu_cfg.get("validate", True) is not False)
+            # The timed launches never validate; one launch before them does.
+            assert " -c" not in line
+            text = script(tc, "job").splitlines()
+            marks = [i for i, ln in enumerate(text) if osu_lib.VALIDATION_MARK in ln]
+            if osu_cfg.get("validate", True) is not False:
+                check = text[marks[0] + 1]
+                assert check.startswith(expected_launcher(part, 2) + exe), check
+                assert check.endswith(f" -c -x 2 -i {osu_cfg.get('validation_iterations', 10)}")
+            else:
+                assert not marks
             assert ("-d cuda D D" in line) == (device == "cuda")
             inter = cases[(f"OsuPointToPoint %benchmark={bench} %placement=inter_node",
                            part["name"], env["name"])]

@@ -14,13 +14,15 @@ from reframe.core.exceptions import SanityError
 
 from hpc_health.checklib.builds import SpackBuild, with_toolchain
 from hpc_health.checklib.check import HealthCheck, Insane, num_nodes, setting, settings
-from hpc_health.checklib.launches import RepeatedLaunches
+from hpc_health.checklib.launches import MARK, RepeatedLaunches, job_output
 from hpc_health.checklib.shell import shell_path
 from hpc_health.judge.figures import MESSAGE_SIZES, Figure
 from hpc_health.parsers import ParseError
 from hpc_health.parsers import osu as osu_parser
 
 _HOSTS = 'rank-hosts.txt'
+#: Printed before the launch that validates the data (``-c``).
+VALIDATION_MARK = 'hpc-health: validation launch'
 
 COLLECTIVES = ('osu_barrier', 'osu_allreduce', 'osu_alltoall', 'osu_bcast')
 ONE_SIDED = ('osu_put_latency', 'osu_get_latency', 'osu_put_bw', 'osu_get_bw',
@@ -142,6 +144,8 @@ class OsuBase(HealthCheck, RepeatedLaunches):
     warmup = variable(int, type(None), value=None)
     device = variable(str, type(None), value=None)
     samples = variable(int, type(None), value=None)
+    #: ``-i`` of the validation launch (unset: ``osu.validation_iterations``).
+    validation_iterations = variable(int, type(None), value=None)
     #: Hosts the ranks reported (inter-node runs): the proof of where they ran.
     rank_hosts = variable(typ.List[str], value=[])
 
@@ -152,7 +156,8 @@ class OsuBase(HealthCheck, RepeatedLaunches):
     @run_after('setup')
     def read_settings(self):
         self.fill_from_settings('osu', validate='validate', iterations='iterations',
-                                warmup='warmup', device='device', samples='samples')
+                                warmup='warmup', device='device', samples='samples',
+                                validation_iterations='validation_iterations')
         if self.sizes is None:
             key = self.size_set or self.benchmark.replace('osu_', '')
             self.sizes = sorted(setting(self, f'osu.sizes.{key}') or [])
@@ -172,12 +177,39 @@ class OsuBase(HealthCheck, RepeatedLaunches):
     def set_executable(self):
         prefix = self.osu.prefix('osu-micro-benchmarks')
         self.executable = shell_path(osu_binary(prefix, self.benchmark))
-        self.executable_opts = osu_options(self.benchmark, self.sizes, self.validate,
-                                              self.iterations, self.warmup, self.device,
-                                              getattr(self, 'pairs', None))
+        pairs = getattr(self, 'pairs', None)
+        self.executable_opts = osu_options(self.benchmark, self.sizes, False, self.iterations,
+                                           self.warmup, self.device, pairs)
         if self.inter_node:
             # hostname under the job's own launcher and placement first.
             self.prerun_cmds = [f'{self.launch_command()} hostname > {_HOSTS}']
+        if self.validates:
+            # OSU 7's -c checks every buffer after every iteration: the same
+            # figures take five times as long (osu_bw 64 KiB-4 MiB: 11 s a
+            # launch against 1.9 s here).  One short launch checks the data
+            # at every size; the timed launches run without it.
+            opts = osu_options(self.benchmark, self.sizes, True, self.validation_iterations,
+                               min(self.warmup or 2, 2), self.device, pairs)
+            self.prerun_cmds = list(self.prerun_cmds) + [
+                f'echo "{VALIDATION_MARK}"',
+                ' '.join([self.launch_command(), self.executable, *opts])]
+
+    @property
+    def validates(self):
+        return bool(self.validate) and self.benchmark != 'osu_barrier'
+
+    def check_validation(self):
+        """The validation launch printed every size, each row ``Pass``."""
+        text = job_output(self, self.benchmark)
+        start = text.find(VALIDATION_MARK)
+        if start < 0:
+            raise SanityError(f'{self.benchmark}: the validation launch (-c) did not start')
+        body = text[start + len(VALIDATION_MARK):]
+        body = body[:body.find(MARK)] if MARK in body else body
+        try:
+            check_osu_table(osu_parser.parse_osu(body), self.benchmark, self.sizes, True)
+        except (ParseError, Insane) as err:
+            raise SanityError(f'{self.benchmark} validation launch (-c): {err}') from None
 
     @functools.cached_property
     def _tables(self):
@@ -185,7 +217,7 @@ class OsuBase(HealthCheck, RepeatedLaunches):
         for i, body in enumerate(self.launch_outputs(self.benchmark), 1):
             try:
                 tables.append(osu_parser.parse_osu(body))
-                check_osu_table(tables[-1], self.benchmark, self.sizes, self.validate)
+                check_osu_table(tables[-1], self.benchmark, self.sizes, False)
             except (ParseError, Insane) as err:
                 raise SanityError(f'{self.benchmark} output, launch {i}: {err}') from None
         return tables
@@ -209,7 +241,10 @@ class OsuBase(HealthCheck, RepeatedLaunches):
                               f'list {sorted(listed)}')
 
     def check_output(self):
-        """Every launch parsed and complete; where the ranks ran."""
+        """The data validated, every launch parsed and complete; where the
+        ranks ran."""
+        if self.validates:
+            self.check_validation()
         self.outputs()
         if self.inter_node:
             self.check_nodes(2)

@@ -80,8 +80,10 @@ STREAM_SCHEMA = _strict({
 OSU_SCHEMA = _strict({
     "spec": {**_SPEC, "default": "osu-micro-benchmarks", "description": "Spack spec, "
              "e.g. 'osu-micro-benchmarks +cuda' on a GPU partition"},
-    "validate": {**_BOOL, "default": True, "description": "pass -c (OSU 7 data "
-                 "validation; set false for OSU < 7)"},
+    "validate": {**_BOOL, "default": True, "description": "one launch with -c (OSU 7 data "
+                 "validation; set false for OSU < 7) before the timed launches"},
+    "validation_iterations": {**_POSINT, "default": 10,
+                              "description": "-i of the validation launch"},
     "device": {"enum": ["cuda", "rocm", None],
                "description": "run from device buffers (-d DEVICE; needs a +cuda/+rocm build)"},
     "iterations": {**_POSINT, "description": "-i (default: OSU's own)"},
