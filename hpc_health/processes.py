@@ -5,17 +5,18 @@ fault bench (its workloads)."""
 import os
 import signal
 import subprocess
+import time
 
 
 def alive(pid):
-    """Does process *pid* exist (on this host)?"""
+    """Does process *pid* exist (on this host), and not as a zombie?"""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True     # someone else's, but alive
-    return True
+    return not _zombie(pid)
 
 
 def stop_group(proc, steps=((signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0))):
@@ -34,3 +35,116 @@ def stop_group(proc, steps=((signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0))):
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option, value):
+    """Linux prctl(2); False where it is not available."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def become_subreaper():
+    """Orphans of our descendants become our children instead of init's:
+    a benchmark whose parent (ReFrame, mpirun) died can still be found and
+    stopped.  Linux only; False elsewhere."""
+    return _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def child_setup(parent_pid):
+    """``preexec_fn`` of a child that must not outlive us and must be
+    stoppable with SIGINT.
+
+    SIGTERM reaches it when we die, even by SIGKILL (it would otherwise go on
+    launching jobs, reparented to init).  SIGINT is reset to its default: a
+    background job of a script starts with SIGINT ignored, which Python then
+    keeps, so a Python child could never be interrupted gently.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent_pid:     # we died before the prctl took hold
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def descendants(pid):
+    """Pids of every living descendant of *pid* (from /proc; [] elsewhere)."""
+    children = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fp:
+                stat = fp.read()
+        except OSError:
+            continue
+        # The command name may hold spaces and parentheses: fields after the last ')'.
+        fields = stat[stat.rfind(")") + 2:].split()
+        if fields and fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def command_name(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as fp:
+            return fp.read().strip()
+    except OSError:
+        return "?"
+
+
+def stop_descendants(grace=2.0):
+    """SIGTERM, then after *grace* SIGKILL, to every descendant of this
+    process still alive; [(pid, name)] of those found."""
+    left = [(p, command_name(p)) for p in descendants(os.getpid())]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive_now = [p for p, _ in left if alive(p)]
+        if not alive_now:
+            break
+        for p in alive_now:
+            try:
+                os.kill(p, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(alive(p) for p in alive_now):
+            _reap()
+            time.sleep(0.05)
+    _reap()
+    return left
+
+
+def _zombie(pid):
+    """A process that ended and waits for its parent (or init) to read it."""
+    try:
+        with open(f"/proc/{pid}/stat") as fp:
+            stat = fp.read()
+        return stat[stat.rfind(")") + 2:].split()[0] == "Z"
+    except OSError:
+        return False
+
+
+def _reap():
+    """Collect exited children (orphans we adopted as subreaper included)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return

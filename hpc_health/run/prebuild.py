@@ -14,6 +14,7 @@ package index (a minute and a half here), which every other Spack process
 would otherwise wait for on a lock that times out after 120 s.
 """
 
+import functools
 import os
 import shlex
 import subprocess
@@ -32,7 +33,9 @@ class Build:
     script: Path
     env_dir: str
     seconds: float = 0.0
+    specs: int = 1
     ok: bool = True
+    concretized_first: bool = False
     said: list = field(default_factory=list)
 
     @property
@@ -61,8 +64,10 @@ def find_builds(stage):
             continue
         args = shlex.split(line.split(" || ")[0])
         env_dir = args[args.index("--env-dir") + 1]
-        found.setdefault(env_dir, Build(script, env_dir))
-    return list(found.values())
+        found.setdefault(env_dir, Build(script, env_dir, specs=args.count("--spec")))
+    # Most specs first: on a cold machine the largest install (IOR with both
+    # Darshans) is the longest job, and starting it first shortens the whole.
+    return sorted(found.values(), key=lambda b: -b.specs)
 
 
 def _start(build, env, phase=None):
@@ -71,7 +76,8 @@ def _start(build, env, phase=None):
     if phase:
         env[spackenv.PHASE_VAR] = phase
     proc = subprocess.Popen(["bash", build.script.name], cwd=build.script.parent, stdout=out,
-                            stderr=subprocess.STDOUT, env=env, start_new_session=True)
+                            stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                            preexec_fn=functools.partial(processes.child_setup, os.getpid()))
     out.close()
     return proc
 
@@ -90,6 +96,8 @@ def _tell(build, say):
         done = next((s for s in reversed(build.said) if "Spack environment" in s), last)
         # "... DIR: concretize ran, install ran, 12.3 s"
         what = ", ".join(done.split(": ")[-1].split(", ")[:2])
+        if build.concretized_first:
+            what = what.replace("concretize skipped (inputs unchanged)", "concretized first")
         say(f"  {build.name}: ready, {build.seconds:.0f} s ({what})")
     else:
         say(f"  {build.name}: FAILED after {build.seconds:.0f} s: {last}; "
@@ -103,7 +111,8 @@ def build_all(builds, env, parallel, say):
     running = {}
     try:
         if len(builds) > 1 and parallel > 1:
-            first = builds[0]
+            # The smallest: its install is short, so the pool starts soon.
+            first = builds[-1]
             say(f"  {first.name}: concretizing alone first (builds Spack's package index)")
             started = time.monotonic()
             proc = _start(first, env, phase="concretize")
@@ -111,9 +120,12 @@ def build_all(builds, env, parallel, say):
             _wait_any(running, say)
             del running[proc]
             _outcome(first, proc, started)
+            first.concretized_first = True
             if not first.ok:
                 _tell(first, say)
         queue = [b for b in builds if b.ok]
+        if len(builds) > 1 and parallel > 1:
+            queue = sorted(queue, key=lambda b: b is builds[-1])
         while queue or running:
             while queue and len(running) < parallel:
                 build = queue.pop(0)

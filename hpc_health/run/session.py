@@ -1,12 +1,13 @@
 """``hpc-health run``: ReFrame does the running, we add judgement and memory."""
 
+import functools
 import os
 import signal
 import subprocess
 import sys
 import time
 
-from hpc_health import paths
+from hpc_health import paths, processes
 from hpc_health.cli import table
 from hpc_health.judge import drift, results, verdicts
 from hpc_health.judge.drift import DRIFT_NIGHTS
@@ -53,6 +54,9 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
         return subprocess.call(cmd, env=reframe_environ())
 
     check_free_space(paths.store_root())
+    # Whatever the run starts and orphans (a benchmark whose launcher died)
+    # becomes our child, so that nothing of it outlives the run.
+    processes.become_subreaper()
     run_dir = rundirs.new_run_dir(site.name)
     report_path = run_dir / "report.json"
     extras = {"hpc_health_site": site.name, "hpc_health_run": run_dir.name}
@@ -97,7 +101,9 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
             # it started, and a Ctrl-C at the terminal reaches only us, who
             # pass it on.
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, bufsize=1, env=env, start_new_session=True)
+                                    text=True, bufsize=1, env=env, start_new_session=True,
+                                    preexec_fn=functools.partial(processes.child_setup,
+                                                                 os.getpid()))
             for line in proc.stdout:
                 log.write(line)
                 if shown(line):
@@ -113,6 +119,11 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
             if proc is not None:
                 stop_process_group(proc)
                 log.write(proc.stdout.read() if proc.stdout else "")
+    left = processes.stop_descendants()
+    if left:
+        meta["left_behind"] = [f"{name} ({pid})" for pid, name in left]
+        print(f"hpc-health: stopped {len(left)} process(es) the run left behind: "
+              + ", ".join(meta["left_behind"]), file=sys.stderr)
     interrupted = stop.signum is not None
     exit_interrupted = 128 + (stop.signum or signal.SIGINT)
 
