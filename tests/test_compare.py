@@ -199,12 +199,12 @@ def test_normalised_fraction_uses_the_runs_declared_capability(tmp_path, monkeyp
 def test_the_index_is_rebuilt_when_missing_and_updated_when_stale(tmp_path):
     root = make_root(tmp_path, references=False)
     _write(root, 3, 10)
-    res = hpc_health(root, "compare", "--site", "local", "last:3", "last:3")
+    res = hpc_health(root, "history", "--site", "local", "--check", "StreamTriadScaling", "--var", "triad")
     assert res.returncode == 0, res.stderr
     assert "index: building it from 3 run directories" in res.stderr
     db = _store(root) / index.INDEX_FILE
     assert db.exists()
-    res = hpc_health(root, "compare", "--site", "local", "last:3", "last:3")
+    res = hpc_health(root, "history", "--site", "local", "--check", "StreamTriadScaling", "--var", "triad")
     assert "index" not in res.stderr         # up to date: nothing said
     # Runs added and removed behind its back: noticed and said.
     _write(root, 2, 20, offset=9)
@@ -216,18 +216,63 @@ def test_the_index_is_rebuilt_when_missing_and_updated_when_stale(tmp_path):
     assert len([x for x in res.stdout.splitlines() if "stack s1" in x]) == 4
     # Deleting it loses nothing; a damaged file is set aside and rebuilt.
     db.write_bytes(b"not a database at all" * 100)
-    res = hpc_health(root, "compare", "--site", "local", "last:2", "last:2")
+    res = hpc_health(root, "history", "--site", "local", "--check", "StreamTriadScaling", "--var", "triad")
     assert res.returncode == 0 and "is damaged" in res.stderr
     assert (_store(root) / (index.INDEX_FILE + ".damaged")).exists()
+
+
+def test_an_index_another_process_holds_is_waited_for_said_and_never_renamed(
+        tmp_path, monkeypatch):
+    """Busy is not damaged: a lock held past the wait leaves the index as it
+    is for its holder; this command reads the run directories."""
+    import sqlite3
+    root = make_root(tmp_path, references=False)
+    _write(root, 3, 10)
+    res = hpc_health(root, "history", "--site", "local", "--check", "StreamTriadScaling", "--var", "triad")
+    assert res.returncode == 0, res.stderr
+    db_path = _store(root) / index.INDEX_FILE
+    holder = sqlite3.connect(db_path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    monkeypatch.setattr(index, "LOCK_NOTICE_S", 0.2)
+    monkeypatch.setattr(index, "LOCK_WAIT_S", 0.5)
+    monkeypatch.setenv("HPC_HEALTH_STORE", str(_store(root)))
+    said = []
+    try:
+        with index.open_index(say=said.append) as idx:
+            listing = idx.listing("local")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert len(listing.runs) == 3
+    assert any("is locked by another process" in line and "waiting up to 0.5 s" in line
+               for line in said), said
+    assert any("still locked after 0.5 s" in line and "reading the run directories" in line
+               for line in said), said
+    assert not (_store(root) / (index.INDEX_FILE + ".damaged")).exists()
+    res = hpc_health(root, "history", "--site", "local", "--check", "StreamTriadScaling", "--var", "triad")
+    assert res.returncode == 0 and "index" not in res.stderr, res.stderr
 
 
 def test_damaged_runs_are_named_by_compare(tmp_path):
     root = make_root(tmp_path, references=False)
     ids = _write(root, 4, 10)
     (_store(root) / "runs" / "local" / ids[1] / "report.json").write_text("{truncated")
-    res = hpc_health(root, "compare", "--site", "local", "last:3", "last:2")
+    res = hpc_health(root, "compare", "--site", "local", ids[0], f"{ids[2]}..{ids[3]}")
     assert res.returncode == 0, res.stderr
     assert f"skipped 1 damaged run: {ids[1]}: not a ReFrame JSON run report" in res.stderr
+
+
+@pytest.mark.parametrize("a,b,said", [
+    ("latest", "latest", "both sides are the same run(s)"),
+    ("last:3", "last:2", "2 run(s) are on both sides"),
+])
+def test_a_run_on_both_sides_is_an_error_that_says_so(tmp_path, a, b, said):
+    root = make_root(tmp_path, references=False)
+    _write(root, 3, 10)
+    res = hpc_health(root, "compare", "--site", "local", a, b)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert said in res.stderr and "a run compared with itself" in res.stderr, res.stderr
+    assert "take more runs" not in res.stdout + res.stderr
 
 
 def test_sets_with_nothing_in_common_are_an_error(tmp_path):

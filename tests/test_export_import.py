@@ -201,6 +201,24 @@ def _newer(doc):
     return doc
 
 
+def _resealed(change):
+    """An export altered by *change* (a run's files) with its checksum made
+    again: what a crafted file looks like, the checksum being no signature."""
+    from hpc_health.store.portable import checksum
+
+    def make(raw):
+        doc = json.loads(gzip.decompress(raw))
+        files = doc["runs"][1]["files"]
+        change(files)
+        doc["runs"][1]["sha256"] = checksum(files)
+        return gzip.compress(json.dumps(doc).encode())
+    return make
+
+
+def _first_testcase(files):
+    return files["report.json"]["runs"][0]["testcases"][0]
+
+
 def _tarball():
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
@@ -226,6 +244,10 @@ BAD = {
                        "not an hpc-health export"),
     "foreign-tarball": (lambda raw: _tarball(), "not an hpc-health export (a tar archive inside gzip)"),
     "empty": (lambda raw: b"", "not an hpc-health export (not JSON)"),
+    "escapes": (_resealed(lambda f: f["run.json"].update(hostname="n1\x1b]0;owned\x07\x1b[2J")),
+                "run.json.hostname holds control characters (a terminal escape sequence?)"),
+    "nul-path": (_resealed(lambda f: _first_testcase(f).update(outputdir="output/a\x00b")),
+                 "a testcase's outputdir 'output/a\\x00b' is not relative to the run"),
 }
 
 
@@ -244,6 +266,22 @@ def test_a_bad_file_is_refused_with_one_line_and_nothing_written(shared_export, 
     assert res.stdout == ""
     assert _listing(store) == before
     assert not (store / ".import.lock").exists()      # refused before touching the store
+
+
+def test_an_export_that_unpacks_past_the_limit_is_refused_before_it_fills_memory(
+        shared_export, here):
+    """A few KiB that unpack to more than the limit (here 1 MiB instead of
+    512, by its variable): refused while unpacking, nothing written."""
+    bomb = here.parent / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b'{"format": "hpc-health-export", ' + b" " * (8 << 20) + b"}"))
+    assert bomb.stat().st_size < 64 << 10
+    store = here.parent / "store"
+    before = _listing(store)
+    res = hpc_health(here, "import", str(bomb), env={"HPC_HEALTH_IMPORT_MAX_MIB": "1"})
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "unpacks to more than 1 MiB" in res.stderr and "HPC_HEALTH_IMPORT_MAX_MIB" in \
+        res.stderr, res.stderr
+    assert "Traceback" not in res.stderr and _listing(store) == before
 
 
 def test_a_missing_file_and_an_empty_store_stay_untouched(tmp_path):

@@ -121,19 +121,30 @@ def _wait_for_the_benchmark(root, timeout=120):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129),
-                                      (signal.SIGINT, 130)])
-def test_a_stop_signal_stops_reframe_and_its_jobs_and_keeps_the_run(tmp_path, sig, code):
+@pytest.mark.parametrize("sig,code,twice", [(signal.SIGTERM, 143, False),
+                                            (signal.SIGHUP, 129, False),
+                                            (signal.SIGINT, 130, False),
+                                            (signal.SIGTERM, 143, True)])
+def test_a_stop_signal_stops_reframe_and_its_jobs_and_keeps_the_run(tmp_path, sig, code, twice):
+    """Within 10 s (Slurm sends SIGKILL 30 s after SIGTERM; it took under a
+    second here); a second signal during the stop changes nothing of the
+    closed run."""
     root = _slow_root(tmp_path)
     proc = _start(root)
     try:
         _wait_for_the_benchmark(root)
+        t0 = time.monotonic()
         proc.send_signal(sig)
+        if twice:
+            time.sleep(0.05)
+            proc.send_signal(sig)
         out, err = proc.communicate(timeout=120)
+        took = time.monotonic() - t0
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == code, out + err
+    assert took < 10, f"the stop took {took:.1f} s"
     assert f"{signal.Signals(sig).name} received: stopping ReFrame and its jobs" in err
     time.sleep(1)
     assert _ours(root) == [], "ReFrame or its benchmarks outlived the run"
@@ -155,12 +166,19 @@ def test_kill_9_leaves_a_run_that_later_reads_name(tmp_path):
         _wait_for_the_benchmark(root)
         proc.kill()
         proc.wait(timeout=30)
+        # ReFrame dies with it (SIGTERM on its parent's death) and cancels
+        # its job: nothing goes on launching benchmarks.
+        deadline = time.monotonic() + 10
+        while _ours(root) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = _ours(root)
     finally:
         for pid in _ours(root):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+    assert left == [], "ReFrame or its benchmark outlived a kill -9 of the run"
     rep = _cli(root, "report", "--site", "local")
     assert rep.returncode == 0, rep.stderr
     assert "the run never finished" in rep.stderr
@@ -375,6 +393,62 @@ def test_a_reference_of_zero_can_never_fail_and_is_refused(root):
     assert "a reference value of 0 can never fail" in _refused(root)
 
 
+@pytest.mark.parametrize("entry,message", [
+    ([-3.0, -0.1, 0.1, "us"], "value -3.0 is negative"),
+    ([3.0, -1.5, 0.1, "us"], "lower bound -1.5 is -150% of the value: past -100 % the bound "
+                             "is a negative figure"),
+    ([3.0, -0.1, 50.0, "us"], "upper bound 50.0 is +5000% of the value: a figure 5000% worse "
+                              "would still pass: this reference gates nothing"),
+])
+def test_a_reference_that_would_crash_or_blind_the_run_is_refused(root, entry, message):
+    """validate says so, and run refuses it before anything runs (a negative
+    value ended run and report in a traceback; a 5000 % bound passed a
+    figure twenty times worse)."""
+    (root / "reference" / "local.yaml").write_text(yaml.safe_dump(
+        {"HaloExchange": {"local:default": {"time_8B": entry}}}))
+    for command in ("validate", "run"):
+        err = _refused(root, command, "--site", "local")
+        assert "reference/local.yaml:" in err and message in err, err
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--tag", "before\n"), "'before\\n' is not a run tag"),
+    (("--note", "x" * 2000), "a note is one line of up to 1000 characters (this one has 2000)"),
+    (("--note", "two\nlines"), "a note is one line of text"),
+])
+def test_a_tag_or_note_that_could_not_be_found_or_carried_is_refused(root, args, message):
+    """A tag with a trailing newline was taken and the run could never be
+    found by it; a note too long for ReFrame's command line ended in "free
+    space" and a damaged run."""
+    err = _refused(root, "run", "--site", "local", *args)
+    assert message in err, err
+
+
+def test_a_name_too_long_says_so_and_names_the_variable(root, tmp_path):
+    store = tmp_path / ("x" * 300)
+    res = subprocess.run([sys.executable, "-m", "hpc_health", "run", "--site", "local"],
+                         capture_output=True, text=True, timeout=120,
+                         env=without_spack(dict(os.environ, HPC_HEALTH_ROOT=str(root),
+                                                HPC_HEALTH_STORE=str(store)), root))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "File name too long" in res.stderr and "a name in this path is too long" in \
+        res.stderr and "HPC_HEALTH_STORE" in res.stderr, res.stderr
+    assert "free space" not in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_failed_write_is_answered_by_what_failed_and_where(tmp_path, monkeypatch):
+    import errno
+
+    from hpc_health.cli.common import os_hint
+    monkeypatch.setenv("HPC_HEALTH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HPC_HEALTH_STORE", str(tmp_path / "store"))
+    ro = OSError(errno.EROFS, "Read-only file system", str(tmp_path / "cache" / "spack"))
+    assert os_hint(ro) == "choose a directory you may write (HPC_HEALTH_CACHE)"
+    full = OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "store" / "runs"))
+    assert os_hint(full) == "free space (or quota), or point HPC_HEALTH_STORE elsewhere"
+    assert "shorter --note" in os_hint(OSError(errno.E2BIG, "Argument list too long"))
+
+
 # ---- a benchmark that fails, dies or hangs: its FAIL, the rest judged ----
 
 @pytest.mark.slow
@@ -497,6 +571,7 @@ def test_a_read_only_store_is_one_clear_error(tmp_path):
         res = _cli(root, "run", "--site", "local")
         assert res.returncode == 2, res.stdout + res.stderr
         assert "Read-only file system" in res.stderr and "Traceback" not in res.stderr
+        assert "choose a directory you may write (HPC_HEALTH_STORE)" in res.stderr
         rep = _cli(root, "report", "--site", "local")
         assert rep.returncode == 0 and "run 20261101T000000Z" in rep.stdout
     finally:

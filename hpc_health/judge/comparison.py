@@ -93,6 +93,14 @@ class Result:
 def compare(idx: Index, set_a: RunSet, set_b: RunSet, mapping: dict[str, str] | None = None,
             margin: float = stats.COMPARE_MARGIN, alpha: float = stats.COMPARE_ALPHA,
             min_change: float = stats.BOUND_FLOOR, normalise: bool = False) -> Result:
+    both = sorted({(r.site, r.run_id) for r in set_a.runs} & {(r.site, r.run_id) for r in set_b.runs})
+    if both:
+        what = ("both sides are the same run(s)" if len(both) == len(set_a.runs) ==
+                len(set_b.runs) else f"{len(both)} run(s) are on both sides")
+        raise ConfigError(f"{set_a.text} {set_b.text}", f"{what} ({', '.join(r for _, r in both[:3])}"
+                          f"{' ...' if len(both) > 3 else ''}): a run compared with itself "
+                          "shows no change whatever happened; give two sets without a run in "
+                          "common (e.g. tag:before tag:after, or RUN1..RUN2 last:3)")
     figs = [idx.figures(s.runs, partition=s.partition) for s in (set_a, set_b)]
     res = Result(set_a, set_b)
     res.partition_map = _partition_map(figs[0], figs[1], mapping or {})

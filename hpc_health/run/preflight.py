@@ -68,12 +68,16 @@ def check_site_paths(site):
 
 
 #: A run tag: what ``tag:NAME`` run sets and ReFrame's session extras carry.
-_TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
+_TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")
+#: A note goes into ReFrame's command line (--session-extras) and run.json.
+MAX_NOTE = 1000
 
 
 def check_run_tags(tags):
     for t in tags:
-        if not _TAG.match(t):
+        # fullmatch: "$" would let a trailing newline through, and the run
+        # could never be found by its tag.
+        if not _TAG.fullmatch(t):
             raise ConfigError("--tag", f"{t!r} is not a run tag: letters, digits and _.+- "
                               "(up to 64, starting with a letter or digit)")
     return list(dict.fromkeys(tags))
@@ -81,6 +85,9 @@ def check_run_tags(tags):
 
 def check_note(note):
     note = (note or "").strip()
-    if any(ord(c) < 32 for c in note):
+    if any(ord(c) < 32 or ord(c) == 127 for c in note):
         raise ConfigError("--note", "a note is one line of text (no control characters)")
+    if len(note) > MAX_NOTE:
+        raise ConfigError("--note", f"a note is one line of up to {MAX_NOTE} characters "
+                          f"(this one has {len(note)}): put longer text in a file beside the run")
     return note

@@ -29,7 +29,7 @@ from hpc_health.run.provenance import (
     site_hardware,
     software_stack,
 )
-from hpc_health.run.signals import Stopped, StopSignals, stop_process_group
+from hpc_health.run.signals import StopNow, Stopped, StopSignals, stop_process_group
 from hpc_health.site.spack_kit import find_spack
 from hpc_health.store import baseline, capture, index, rundirs
 
@@ -39,11 +39,16 @@ EXIT_DRIFTING = rundirs.EXIT_DRIFTING
 # Stopped by a signal: 128 + its number (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
 
 
-def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=False,
-        out=sys.stdout, rounds=None, adopt_baseline=False, chosen_because="--site",
-        run_tags=(), note=""):
+def run(*args, **kwargs):
     """Run a site's checks.  *tags* select checks (ReFrame's ``-t``);
     *run_tags* and *note* label the run for run sets (``tag:NAME``)."""
+    with StopSignals() as stop:
+        return _run(stop, *args, **kwargs)
+
+
+def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, per_node=False,
+         out=sys.stdout, rounds=None, adopt_baseline=False, chosen_because="--site",
+         run_tags=(), note=""):
     site, refs = validate(site_name, partition)
     run_tags = check_run_tags(run_tags)
     note = check_note(note)
@@ -83,7 +88,8 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
     shown = ProgressFilter()
     progress = Progress(previous_duration(site.name, meta))
     proc = None
-    with open(run_dir / "reframe.out", "w") as log, StopSignals() as stop:
+    stop.arm()
+    with open(run_dir / "reframe.out", "w") as log:
         try:
             sp = site.settings.get("spack") or {}
             parallel = prebuild.workers(sp.get("parallel_builds"))
@@ -114,12 +120,17 @@ def run(site_name, partition=None, tags=(), extra=(), list_only=False, per_node=
                     out.flush()
             proc.wait()
         except Stopped as err:
-            print(f"\nhpc-health: {err.name} received: stopping ReFrame and its jobs; the "
-                  "checks that completed are judged and kept", file=sys.stderr, flush=True)
-            if proc is not None:
-                stop_process_group(proc)
-                log.write(proc.stdout.read() if proc.stdout else "")
-    left = processes.stop_descendants()
+            try:
+                print(f"\nhpc-health: {err.name} received: stopping ReFrame and its jobs; the "
+                      "checks that completed are judged and kept", file=sys.stderr, flush=True)
+                if proc is not None:
+                    stop_process_group(proc)
+                    log.write(proc.stdout.read() if proc.stdout else "")
+            except StopNow:
+                if proc is not None:
+                    processes.stop_group(proc, ((signal.SIGKILL, 1.0),))
+    stop.closing()
+    left = processes.stop_descendants(grace=1.0)
     if left:
         meta["left_behind"] = [f"{name} ({pid})" for pid, name in left]
         print(f"hpc-health: stopped {len(left)} process(es) the run left behind: "

@@ -93,6 +93,14 @@ def _signature(run_dir):
     return "/".join(parts)
 
 
+#: Seconds before a lock held by another process is said, and at most waited for.
+LOCK_NOTICE_S, LOCK_WAIT_S = 5.0, 60.0
+
+
+def _locked(err: BaseException) -> bool:
+    return isinstance(err, sqlite3.OperationalError) and "locked" in str(err)
+
+
 def _say(line):
     print(f"hpc-health: {line}", file=sys.stderr)
 
@@ -105,13 +113,34 @@ class Index:
         self.db = self._open()
         self._fresh = set()     # sites refreshed by this instance (None: all)
 
+    def _connect(self) -> tuple[sqlite3.Connection, int]:
+        """The index and its schema version; a lock held by another process
+        is said after a few seconds, waited for up to a minute."""
+        db = sqlite3.connect(self.path, timeout=LOCK_NOTICE_S)
+        try:
+            return db, db.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.OperationalError as err:
+            db.close()
+            if not _locked(err):
+                raise
+        self.say(f"index {self.path} is locked by another process (an import, a run being "
+                 f"stored): waiting up to {LOCK_WAIT_S} s")
+        db = sqlite3.connect(self.path, timeout=LOCK_WAIT_S)
+        try:
+            return db, db.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.Error:
+            db.close()
+            raise
+
     def _open(self):
         existed = self.path.exists()
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=60)
-            version = db.execute("PRAGMA user_version").fetchone()[0]
+            db, version = self._connect()
         except (OSError, sqlite3.DatabaseError) as err:
+            if _locked(err):
+                # Busy is not damaged: the index stays as it is for its holder.
+                return self._in_memory(f"still locked after {LOCK_WAIT_S} s", "read")
             if existed and isinstance(err, sqlite3.DatabaseError) and self._writable():
                 self.say(f"index {self.path} is damaged ({err}): rebuilding it from the "
                          "run directories")
@@ -129,10 +158,11 @@ class Index:
                 return self._in_memory(err)
         return db
 
-    def _in_memory(self, err):
-        """A store we may not write (read-only, full): an index in memory,
-        built from the run directories for this command only."""
-        self.say(f"cannot write the index {self.path} ({err}): reading the run directories "
+    def _in_memory(self, err, what="write"):
+        """A store we may not write (read-only, full) or an index another
+        process holds: an index in memory, built from the run directories
+        for this command only."""
+        self.say(f"cannot {what} the index {self.path} ({err}): reading the run directories "
                  "instead")
         db = sqlite3.connect(":memory:")
         _create(db)

@@ -102,8 +102,29 @@ def _relative(where, run_dir, site, run_id):
     return rel if rel is not None and _safe_relative(rel) else None
 
 
+#: Characters no text from another store may carry to a terminal or a path:
+#: NUL, escape sequences (ESC, C1 controls) and the other C0 controls but
+#: tab and newline (a carriage return rewrites a printed line).
+_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _unsafe_text(value, where="run.json"):
+    """Where *value* (a JSON document) holds an unsafe character, else None."""
+    if isinstance(value, str):
+        return where if _UNSAFE.search(value) else None
+    items = (value.items() if isinstance(value, dict) else
+             enumerate(value) if isinstance(value, list) else ())
+    for key, item in items:
+        if isinstance(key, str) and _UNSAFE.search(key):
+            return f"{where}.{key!r}"
+        found = _unsafe_text(item, f"{where}.{key}")
+        if found:
+            return found
+    return None
+
+
 def _safe_relative(rel):
-    if not isinstance(rel, str) or not rel or rel.startswith("/"):
+    if not isinstance(rel, str) or not rel or rel.startswith("/") or _UNSAFE.search(rel):
         return False
     parts = PurePosixPath(rel).parts
     return rel == "." or (bool(parts) and all(x not in ("..", ".", "") for x in parts))
@@ -265,12 +286,43 @@ def _foreign(path, why):
     return ConfigError(path, f"not an hpc-health export ({why})")
 
 
+_MAX_VAR = "HPC_HEALTH_IMPORT_MAX_MIB"
+
+
+def max_import_bytes() -> int:
+    """Largest export (uncompressed) that is read: the whole document is held
+    in memory, and a 2 MB file that unpacks to 2 GiB took 4-6 GB before."""
+    try:
+        return max(1, int(os.environ.get(_MAX_VAR) or 512)) << 20
+    except ValueError:
+        raise ConfigError(_MAX_VAR, f"{os.environ[_MAX_VAR]!r} is not a number of MiB") from None
+
+
+def _gunzip(raw: bytes, limit: int) -> bytes:
+    """gzip members of *raw* unpacked, stopping one byte past *limit*."""
+    out, data, size = [], raw, 0
+    while data:
+        unpack = zlib.decompressobj(wbits=31)
+        out.append(unpack.decompress(data, limit + 1 - size))
+        size += len(out[-1])
+        if size > limit:
+            break
+        if not unpack.eof:
+            raise EOFError
+        data = unpack.unused_data
+    return b"".join(out)
+
+
 def read(path: str | Path) -> Export:
     """The verified :class:`Export` in *path*; ConfigError naming the file
     (and the run) when it is foreign, truncated, damaged, of a newer format
     version or altered since it was written."""
     path = Path(path)
+    limit = max_import_bytes()
     try:
+        if path.stat().st_size > limit:
+            raise ConfigError(path, f"holds more than {limit >> 20} MiB: export fewer runs per "
+                              f"file, or set {_MAX_VAR} (MiB) higher")
         raw = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(path, "no such file") from None
@@ -281,13 +333,17 @@ def read(path: str | Path) -> Export:
     compressed = raw[:2] == _GZIP_MAGIC
     if compressed:
         try:
-            raw = gzip.decompress(raw)
+            raw = _gunzip(raw, limit)
         except EOFError:
             raise ConfigError(path, "truncated: the compressed data ends early (an "
                               "interrupted copy?); copy the file again") from None
         except (OSError, zlib.error) as err:
             raise ConfigError(path, f"damaged compressed data ({err}); copy the file "
                               "again") from None
+    if len(raw) > limit:
+        raise ConfigError(path, f"unpacks to more than {limit >> 20} MiB (a year of nightly "
+                          "runs is far less): export fewer runs per file, or set "
+                          f"{_MAX_VAR} (MiB) higher")
     inside = " inside gzip" if compressed else ""
     if raw[257:262] == b"ustar":
         raise _foreign(path, f"a tar archive{inside}")
@@ -361,6 +417,10 @@ def _check_files(path, name, site, run_id, files):
             raise bad(f"run.json says {key} {meta[key]!r}")
     if "exit_code" not in meta:
         raise bad("run.json has no exit code (a run that never finished)")
+    unsafe = _unsafe_text(meta)
+    if unsafe:
+        raise bad(f"{unsafe} holds control characters (a terminal escape sequence?); "
+                  "nothing imported")
     for rel, content in files.items():
         if rel in RUN_FILES:
             continue

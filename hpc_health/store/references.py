@@ -206,6 +206,9 @@ def _check_leaf(doc, keypath, val):
         # A zero reference turns ReFrame's fractional bounds into absolute
         # ones around 0: such a check can hardly ever fail.  Refuse it.
         raise doc.error(keypath, "a reference value of 0 can never fail; capture a real value")
+    if value < 0:
+        raise doc.error(keypath, f"value {value} is negative: every figure here is a time, a "
+                        "rate, a size or a ratio; capture a real value")
     for name, b, sign in (("lower", lower, -1), ("upper", upper, 1)):
         if b is None:
             continue
@@ -214,10 +217,23 @@ def _check_leaf(doc, keypath, val):
         if b * sign < 0:
             raise doc.error(keypath, f"{name} bound {b} must be {'<= 0' if sign < 0 else '>= 0'} "
                             "(bounds are fractions of the value)")
+        if abs(b) > MAX_BOUND[name]:
+            raise doc.error(keypath, f"{name} bound {b} is {b:+.0%} of the value: "
+                            + ("past -100 % the bound is a negative figure"
+                               if name == "lower" else
+                               f"a figure {b:.0%} worse would still pass: this reference "
+                               "gates nothing (a capture gives none that flags only changes "
+                               "of 900 % or more); capture it again or narrow it"))
     if lower is None and upper is None:
         raise doc.error(keypath, "both bounds are null: this reference could never fail")
     if len(val) == 4 and not isinstance(val[3], str):
         raise doc.error(keypath, f"unit {val[3]!r} is not a string")
+
+
+#: Widest bounds a reference may have: a lower bound past -1 is a negative
+#: figure; an upper bound of 10 lets a figure eleven times worse pass.  (The
+#: widest capture here, a barely gateable halo time, wrote 8.6.)
+MAX_BOUND = {"lower": 1.0, "upper": 10.0}
 
 
 def _check_provenance(doc, provenance, tests):
