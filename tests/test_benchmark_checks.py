@@ -538,7 +538,7 @@ def test_a_spack_failure_says_its_first_error_on_the_line_the_table_shows():
 
 
 def test_a_develop_tree_is_copied_per_environment_and_refreshed_when_it_changes(tmp_path):
-    spackenv = _load_lib("spackenv")
+    from hpc_health.jobside import sources as spackenv
     src = tmp_path / "STREAM"
     src.mkdir()
     (src / "stream.c").write_text("int main(){}\n")

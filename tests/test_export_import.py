@@ -277,7 +277,7 @@ def test_an_export_that_unpacks_past_the_limit_is_refused_before_it_fills_memory
     assert bomb.stat().st_size < 64 << 10
     store = here.parent / "store"
     before = _listing(store)
-    res = hpc_health(here, "import", str(bomb), env={"HPC_HEALTH_IMPORT_MAX_MIB": "1"})
+    res = hpc_health(here, "import", str(bomb), env=dict(os.environ, HPC_HEALTH_IMPORT_MAX_MIB="1"))
     assert res.returncode == 2, res.stdout + res.stderr
     assert "unpacks to more than 1 MiB" in res.stderr and "HPC_HEALTH_IMPORT_MAX_MIB" in \
         res.stderr, res.stderr

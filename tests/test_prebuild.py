@@ -140,3 +140,56 @@ def test_workers_default_and_setting():
     assert prebuild.workers(1) == 1
     assert prebuild.workers(None) >= 2
     assert prebuild.workers(None) <= 4
+
+
+def test_an_environment_held_by_another_process_is_waited_for_then_busy(tmp_path, monkeypatch,
+                                                                        capsys):
+    """Busy, not failed: exit 75 with the holder named; within the run the
+    fixture is told so again without waiting twice."""
+    import subprocess
+    import sys
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    (site_dir / "spack.yaml").write_text("spack: {specs: []}\n")
+    env_dir, out = tmp_path / "env", tmp_path / "out"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from hpc_health.jobside import sources\n"
+        f"with sources.env_lock({str(env_dir)!r}, 5):\n"
+        "    print('held', flush=True); time.sleep(30)")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        monkeypatch.setenv(spackenv.RUN_ID_VAR, "20261126T000000Z")
+        args = ["ensure", "--spack", "/bin/false", "--env-dir", str(env_dir),
+                "--site-env", str(site_dir / "spack.yaml"), "--site-dir", str(site_dir),
+                "--out", str(out), "--spec", "ior", "--wait", "1"]
+        t0 = time.monotonic()
+        assert spackenv.main(args) == spackenv.EXIT_BUSY
+        assert 1 <= time.monotonic() - t0 < 10
+        said = capsys.readouterr()
+        assert f"for the Spack environment {env_dir}: held by pid {holder.pid}" in said.out
+        assert said.err.startswith(spackenv.BUSY_MARK) and "was held by pid" in said.err
+        assert json.loads((env_dir / spackenv.FAILED).read_text())["busy"] is True
+        t0 = time.monotonic()
+        assert spackenv.main(args) == spackenv.EXIT_BUSY      # not waited for again
+        assert time.monotonic() - t0 < 1
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+class _FakeBuild:
+    stdout, stderr = "rfm_build.out", "rfm_build.err"
+
+    def __init__(self, stagedir):
+        self.stagedir = str(stagedir)
+
+
+def test_the_fixture_reads_busy_as_a_reason_to_skip(tmp_path):
+    from hpc_health.checklib import builds
+    (tmp_path / "rfm_build.err").write_text(
+        f"{spackenv.BUSY_MARK} spack -e /e install --fail-fast failed (exit 1): "
+        "==> Error: LockTimeoutError: Timed out waiting for a write lock after 60 s\n")
+    why = builds.spack_busy(_FakeBuild(tmp_path))
+    assert why.startswith("Spack busy: spack -e /e install") and "LockTimeoutError" in why
+    (tmp_path / "rfm_build.err").write_text("hpc-health: spack -e /e install failed (exit 1)\n")
+    assert builds.spack_busy(_FakeBuild(tmp_path)) is None

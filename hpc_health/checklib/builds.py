@@ -109,6 +109,21 @@ def spack_failure(test):
     return (text[start:] if start >= 0 else text).strip() or 'spackenv failed (no message)'
 
 
+def spack_busy(test):
+    """The reason when the ensure command of *test*'s build found Spack
+    busy, else None."""
+    try:
+        with open(os.path.join(test.stagedir, sn.evaluate(test.stderr))) as fp:
+            text = fp.read()
+    except OSError:
+        return None
+    start = text.find(spackenv.BUSY_MARK)
+    if start < 0:
+        return None
+    first = text[start + len(spackenv.BUSY_MARK):].strip().splitlines()
+    return f"Spack busy: {first[0] if first else 'held by another process'}"
+
+
 def _literal(text):
     # ReFrame formats assertion messages with str.format
     return text.replace('{', '{{').replace('}', '}}')
@@ -174,6 +189,16 @@ class SpackBuild(RecordedSkip, rfm.CompileOnlyRegressionTest):
             ensure_command(self, spack, self.spack_env_name, self.spack_specs,
                            develop)
         ]
+
+    @run_after('compile')
+    def skip_when_spack_was_busy(self):
+        """Spack held by another process (its database or stage lock past
+        its 60 s, or this environment by another hpc-health) is not the
+        machine's ill health: the build and the checks needing it are
+        SKIPPED with the reason, and the next run builds it."""
+        busy = spack_busy(self)
+        if busy:
+            self.skip_for(True, busy)
 
     @sanity_function
     def environment_ready(self):

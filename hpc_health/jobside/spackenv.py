@@ -28,6 +28,7 @@ import time
 
 import yaml
 
+from hpc_health.jobside import sources
 from hpc_health.site.spack_kit import find_spack, record, spack_env  # noqa: F401 - re-exported
 
 STAMP = 'hpc-health-stamp.json'
@@ -98,52 +99,26 @@ def compose(site_env, site_dir, specs, develop, install_tree=None,
     return {'spack': env}
 
 
-def _tree_fingerprint(path):
-    """Cheap fingerprint of a develop source tree (names, sizes, mtimes)."""
-    h = hashlib.sha256()
-    for root, dirs, files in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(('.', 'spack-build')))
-        for f in sorted(files):
-            if f.startswith('spack-build') or f.startswith('.'):
-                continue
-            p = os.path.join(root, f)
-            try:
-                st = os.stat(p)
-            except OSError:
-                continue
-            h.update(f'{os.path.relpath(p, path)}:{st.st_size}:{st.st_mtime_ns}\n'.encode())
-    return h.hexdigest()
-
-
-def _repo_fingerprint(repos):
-    """Package recipes feed concretization: hash our repos' package files and
-    the builtin checkout's HEAD."""
-    h = hashlib.sha256()
-    for name in sorted(repos):
-        path = repos[name]
-        if not isinstance(path, str) or not os.path.isdir(path):
-            continue
-        head = None
-        probe = path
-        for _ in range(4):
-            if os.path.exists(os.path.join(probe, '.git')):
-                head = probe
-                break
-            probe = os.path.dirname(probe)
-        if head:
-            try:
-                out = subprocess.run(['git', '-C', head, 'rev-parse', 'HEAD'],
-                                     capture_output=True, text=True, timeout=30)
-                h.update(f'{name}:{out.stdout.strip()}\n'.encode())
-                continue
-            except (OSError, subprocess.SubprocessError):
-                pass
-        h.update(f'{name}:{_tree_fingerprint(path)}\n'.encode())
-    return h.hexdigest()
-
-
 class SpackError(RuntimeError):
     pass
+
+
+class SpackBusy(SpackError):
+    """Spack, or the environment, was held by another process past the
+    wait: a busy Spack is not the machine's ill health, so the checks that
+    need the build are skipped, not failed."""
+
+
+#: ensure's exit code when Spack was busy (sysexits' EX_TEMPFAIL).
+EXIT_BUSY = 75
+#: What a build script prints, and the fixture looks for, when it was.
+BUSY_MARK = 'hpc-health: spack busy:'
+#: Spack's words for a lock it gave up on (its database and stage locks
+#: wait 60 s, then raise LockTimeoutError).
+_SPACK_LOCK_WORDS = ('LockTimeoutError', 'Timed out waiting for a')
+#: Seconds ensure waits for another process's hold on the same environment
+#: (Spack's own environment lock has no timeout: it would hang the run).
+ENV_WAIT_S = float(os.environ.get('HPC_HEALTH_SPACK_WAIT') or 300)
 
 
 def _run_spack(spack, args, log):
@@ -161,7 +136,10 @@ def _run_spack(spack, args, log):
     log.write(f'# exit {proc.returncode} after {time.monotonic() - t0:.1f} s\n')
     log.flush()
     if proc.returncode != 0:
-        raise SpackError(_excerpt(' '.join(args), proc.stdout, proc.returncode))
+        excerpt = _excerpt(' '.join(args), proc.stdout, proc.returncode)
+        if any(word in proc.stdout for word in _SPACK_LOCK_WORDS):
+            raise SpackBusy(excerpt)
+        raise SpackError(excerpt)
     return proc.stdout
 
 
@@ -180,34 +158,6 @@ def _excerpt(what, output, rc, keep=15):
     # that one, the whole excerpt stays in the failure's details.
     first = next((lines[i].strip() for i in idx), chosen[-1].strip() if chosen else '')
     return f'spack {what} failed (exit {rc}): {first}\n{body}'
-
-
-#: Built out of source (CMake): its tree is used in place.
-_BUILT_OUT_OF_SOURCE = {'hpc-health-kernels'}
-
-
-def own_copy(name, path, version, env_dir):
-    """The environment's own copy of a develop tree, made anew when the
-    original changed: in-source builds (STREAM's Makefile writes its objects
-    and executables into the tree, OSU's configure its Makefiles) must not
-    write into a site's or a kit's source tree, nor share one between
-    install trees."""
-    copy = os.path.join(env_dir, 'src', f'{name}-{version}')
-    mark = os.path.join(env_dir, 'src', f'.{name}-{version}.from')
-    origin = _tree_fingerprint(path)
-    try:
-        with open(mark) as fp:
-            fresh = fp.read() == origin
-    except OSError:
-        fresh = False
-    if not (fresh and os.path.isdir(copy)):
-        if os.path.isdir(copy):
-            shutil.rmtree(copy)     # ours: made by this function
-        # copy2 keeps the file times: automake must not regenerate aclocal.m4.
-        shutil.copytree(path, copy, symlinks=True, copy_function=shutil.copy2)
-        with open(mark, 'w') as fp:
-            fp.write(origin)
-    return copy
 
 
 #: Set by a run for every Spack command it causes: a failure recorded under
@@ -232,12 +182,20 @@ def ensure(args):
     except (OSError, ValueError):
         failed = {}
     if run_id and failed.get('run') == run_id:
-        raise SpackError(f"{failed.get('message', 'failed')}\n    (as in this run's pre-build)")
+        kind = SpackBusy if failed.get('busy') else SpackError
+        raise kind(f"{failed.get('message', 'failed')}\n    (as in this run's pre-build)")
     try:
-        report = _ensure(args, t_start)
+        with sources.env_lock(args.env_dir, args.wait):
+            report = _ensure(args, t_start)
+    except sources.EnvironmentBusy as err:
+        busy = SpackBusy(str(err))
+        if run_id:
+            _write_json(failed_path, {'run': run_id, 'message': str(busy), 'busy': True})
+        raise busy from None
     except SpackError as err:
         if run_id:
-            _write_json(failed_path, {'run': run_id, 'message': str(err)})
+            _write_json(failed_path, {'run': run_id, 'message': str(err),
+                                      'busy': isinstance(err, SpackBusy)})
         raise
     if os.path.exists(failed_path):
         os.remove(failed_path)      # ours: written above by an earlier failure
@@ -249,8 +207,8 @@ def _ensure(args, t_start):
     for item in args.develop or []:
         name, _, rest = item.partition('=')
         path, _, version = rest.rpartition('@')
-        if name not in _BUILT_OUT_OF_SOURCE:
-            path = own_copy(name, _abs(path, args.site_dir), version, args.env_dir)
+        if name not in sources.BUILT_OUT_OF_SOURCE:
+            path = sources.own_copy(name, _abs(path, args.site_dir), version, args.env_dir)
         develop[name] = (path, version)
     composed = compose(args.site_env, args.site_dir, args.spec, develop,
                        args.install_tree, args.builtin_repo, args.source_mirror,
@@ -265,7 +223,7 @@ def _ensure(args, t_start):
     # Key order is meaning here: Spack searches `repos` in order.
     text = yaml.safe_dump(composed, sort_keys=False)
     inputs = hashlib.sha256(
-        (text + _repo_fingerprint(composed['spack']['repos'])).encode()).hexdigest()
+        (text + sources.repo_fingerprint(composed['spack']['repos'])).encode()).hexdigest()
     stamp_path = os.path.join(env_dir, STAMP)
     try:
         with open(stamp_path) as fp:
@@ -299,7 +257,7 @@ def _ensure(args, t_start):
                     'install deferred')
             return report
         lock_hash = _file_hash(lock)
-        dev_fp = {n: _tree_fingerprint(_abs(p, args.site_dir)) for n, (p, _) in develop.items()}
+        dev_fp = {n: sources.tree_fingerprint(_abs(p, args.site_dir)) for n, (p, _) in develop.items()}
         prefixes = stamp.get('prefixes') or {}
         up_to_date = (stamp.get('lock') == lock_hash and stamp.get('develop') == dev_fp
                       and prefixes and all(os.path.isdir(p) for p in prefixes.values()))
@@ -309,7 +267,7 @@ def _ensure(args, t_start):
             prefixes = _prefixes(args.spack, env_dir, [spec_name(s) for s in args.spec], log)
             # After the install: in-source builds (STREAM's Makefile, OSU's
             # objects) change the develop trees themselves.
-            dev_fp = {n: _tree_fingerprint(_abs(p, args.site_dir))
+            dev_fp = {n: sources.tree_fingerprint(_abs(p, args.site_dir))
                       for n, (p, _) in develop.items()}
             stamp.update({'lock': lock_hash, 'develop': dev_fp, 'prefixes': prefixes})
             _write_json(stamp_path, stamp)
@@ -388,9 +346,14 @@ def main(argv=None):
     e.add_argument('--source-mirror')
     e.add_argument('--bootstrap-mirror')
     e.add_argument('--out', required=True, help='where the lock and prefixes are copied')
+    e.add_argument('--wait', type=float, default=ENV_WAIT_S,
+                   help='seconds to wait for another process holding the environment')
     args = p.parse_args(argv)
     try:
         ensure(args)
+    except SpackBusy as err:
+        print(f'{BUSY_MARK} {err}', file=sys.stderr)
+        return EXIT_BUSY
     except SpackError as err:
         print(f'hpc-health: {err}', file=sys.stderr)
         return 1
