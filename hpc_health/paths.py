@@ -1,5 +1,6 @@
 """Where the project and its data live."""
 
+import errno
 import os
 import re
 from pathlib import Path
@@ -75,3 +76,37 @@ def check_path(path, what, where):
     if resolved in SYSTEM_DIRS:
         raise ConfigError(where, f"{text!r} is the system directory {resolved}: give the "
                           "suite a directory of its own below it", keypath=what)
+
+
+def cache_root():
+    """Where Spack is bootstrapped and built: $HPC_HEALTH_CACHE, else
+    ~/.cache/hpc-health."""
+    return Path(os.environ.get("HPC_HEALTH_CACHE") or
+                Path(os.path.expanduser("~/.cache")) / "hpc-health")
+
+
+def _setting_of(path) -> str:
+    """The variable that moves *path* elsewhere."""
+    try:
+        p = Path(os.path.abspath(path))
+    except (TypeError, ValueError):
+        return "HPC_HEALTH_STORE or HPC_HEALTH_CACHE"
+    for var, root in (("HPC_HEALTH_CACHE", cache_root()), ("HPC_HEALTH_STORE", store_root())):
+        if p == Path(root) or Path(root) in p.parents:
+            return var
+    return "HPC_HEALTH_STORE or HPC_HEALTH_CACHE"
+
+
+def os_hint(err: OSError) -> str:
+    """What to do about a failed file operation, by what failed."""
+    var = _setting_of(err.filename) if err.filename else "HPC_HEALTH_STORE"
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"free space (or quota), or point {var} elsewhere"
+    if err.errno == errno.ENAMETOOLONG:
+        return (f"a name in this path is too long (255 bytes a name, 4096 a path): point {var} "
+                "at a shorter directory")
+    if err.errno == errno.E2BIG:
+        return "a command line grew too long: a shorter --note or fewer options"
+    if err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return f"choose a directory you may write ({var})"
+    return f"check the directory, or point {var} elsewhere"

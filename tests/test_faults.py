@@ -439,7 +439,7 @@ def test_a_name_too_long_says_so_and_names_the_variable(root, tmp_path):
 def test_a_failed_write_is_answered_by_what_failed_and_where(tmp_path, monkeypatch):
     import errno
 
-    from hpc_health.cli.common import os_hint
+    from hpc_health.paths import os_hint
     monkeypatch.setenv("HPC_HEALTH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("HPC_HEALTH_STORE", str(tmp_path / "store"))
     ro = OSError(errno.EROFS, "Read-only file system", str(tmp_path / "cache" / "spack"))
@@ -556,6 +556,42 @@ def test_a_full_file_system_is_one_clear_error_and_earlier_runs_survive(tmp_path
         assert "Traceback" not in res.stderr
         rep = _cli(root, "report", "--site", "local", "20261101T000000Z")
         assert rep.returncode == 0 and "run 20261101T000000Z" in rep.stdout
+    finally:
+        subprocess.run(["umount", "-l", str(store)])
+
+
+@pytest.mark.slow
+def test_a_store_that_fills_during_the_run_still_closes_the_run(tmp_path):
+    """The disk fills while the benchmark runs (another job's output): the
+    run is closed with its exit code and says so; later reads name it, they
+    do not call it killed.  (4 MiB kept free in the run directory until it
+    is closed hold its verdicts and run.json.)"""
+    root = _slow_root(tmp_path)
+    _edit_site(root, lambda d: d["partitions"]["default"].update(
+        kernels={"samples": 3, "barrier_iters": 200000}))
+    store = _store(root)
+    _mount_tmpfs(store, "size=72m")
+    try:
+        proc = _start(root)
+        try:
+            _wait_for_the_benchmark(root)
+            subprocess.run(["dd", "if=/dev/zero", f"of={store}/filler", "bs=1M"],
+                           capture_output=True)
+            out, err = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode in (1, 2), out + err
+        assert "Traceback" not in err, err
+        assert "No space left on device" in err and "free space" in err, err
+        assert "the store's file system filled during the run" in err or proc.returncode == 1
+        (run_dir,) = (store / "runs" / "local").iterdir()
+        meta = json.loads((run_dir / "run.json").read_text())
+        assert meta.get("exit_code") == proc.returncode and meta["finished"], err
+        assert not (run_dir / ".reserve").exists()
+        (store / "filler").unlink()
+        rep = _cli(root, "report", "--site", "local")
+        assert "never finished" not in rep.stderr and "Traceback" not in rep.stderr
     finally:
         subprocess.run(["umount", "-l", str(store)])
 

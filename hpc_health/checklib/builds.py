@@ -149,7 +149,20 @@ def _quote(arg):
     return shlex.quote(str(arg))
 
 
-class SpackBuild(RecordedSkip, rfm.CompileOnlyRegressionTest):
+class SkipWhenSpackBusy(RecordedSkip):
+    """Spack held by another process (its database or stage lock past its
+    60 s, or this environment by another hpc-health) is not the machine's
+    ill health: the build and the checks needing it are SKIPPED with the
+    reason, and the next run builds it."""
+
+    @run_after('compile')
+    def skip_when_spack_was_busy(self):
+        busy = spack_busy(self)
+        if busy:
+            self.skip_for(True, busy)
+
+
+class SpackBuild(SkipWhenSpackBusy, rfm.CompileOnlyRegressionTest):
     """Install a set of Spack specs in the site's persistent environment.
 
     Subclasses set :attr:`spack_specs` (and :attr:`spack_develop` for
@@ -189,16 +202,6 @@ class SpackBuild(RecordedSkip, rfm.CompileOnlyRegressionTest):
             ensure_command(self, spack, self.spack_env_name, self.spack_specs,
                            develop)
         ]
-
-    @run_after('compile')
-    def skip_when_spack_was_busy(self):
-        """Spack held by another process (its database or stage lock past
-        its 60 s, or this environment by another hpc-health) is not the
-        machine's ill health: the build and the checks needing it are
-        SKIPPED with the reason, and the next run builds it."""
-        busy = spack_busy(self)
-        if busy:
-            self.skip_for(True, busy)
 
     @sanity_function
     def environment_ready(self):

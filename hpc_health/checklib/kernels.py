@@ -14,7 +14,7 @@ from reframe.core.builtins import fixture, run_after, run_before, sanity_functio
 from reframe.core.exceptions import SanityError
 
 from hpc_health.checklib import builds
-from hpc_health.checklib.check import HealthCheck, RecordedSkip, num_nodes, ranks_per_node, settings
+from hpc_health.checklib.check import HealthCheck, num_nodes, ranks_per_node, settings
 from hpc_health.checklib.launches import RepeatedLaunches
 from hpc_health.checklib.shell import shell_path
 from hpc_health.parsers import ParseError
@@ -27,7 +27,7 @@ def kernels_source(test):
     return os.path.join(settings(test)['repo_root'], 'kernels')
 
 
-class KernelsBuild(RecordedSkip, rfm.CompileOnlyRegressionTest):
+class KernelsBuild(builds.SkipWhenSpackBusy, rfm.CompileOnlyRegressionTest):
     """Build ``halo`` and ``barrier`` once per partition and environment.
 
     Through Spack (``hpc-health-kernels`` from our package repository, built

@@ -3,14 +3,12 @@ error, the --site option, the note on damaged runs."""
 
 from __future__ import annotations
 
-import errno
-import os
 import sqlite3
-from pathlib import Path
 
 import click
 
 from hpc_health.errors import ConfigError
+from hpc_health.paths import os_hint
 
 
 class ErrorGroup(click.Group):
@@ -35,36 +33,6 @@ class ErrorGroup(click.Group):
             click.echo(f"hpc-health: error: {where}: {err.strerror or err}: {os_hint(err)}",
                        err=True)
             ctx.exit(2)
-
-
-def _setting_of(path) -> str:
-    """The variable that moves *path* elsewhere."""
-    from hpc_health import paths
-    from hpc_health.site import spack_kit
-    try:
-        p = Path(os.path.abspath(path))
-    except (TypeError, ValueError):
-        return "HPC_HEALTH_STORE or HPC_HEALTH_CACHE"
-    for var, root in (("HPC_HEALTH_CACHE", spack_kit.cache_root()),
-                      ("HPC_HEALTH_STORE", paths.store_root())):
-        if p == Path(root) or Path(root) in p.parents:
-            return var
-    return "HPC_HEALTH_STORE or HPC_HEALTH_CACHE"
-
-
-def os_hint(err: OSError) -> str:
-    """What to do about a failed file operation, by what failed."""
-    var = _setting_of(err.filename) if err.filename else "HPC_HEALTH_STORE"
-    if err.errno in (errno.ENOSPC, errno.EDQUOT):
-        return f"free space (or quota), or point {var} elsewhere"
-    if err.errno == errno.ENAMETOOLONG:
-        return (f"a name in this path is too long (255 bytes a name, 4096 a path): point {var} "
-                "at a shorter directory")
-    if err.errno == errno.E2BIG:
-        return "a command line grew too long: a shorter --note or fewer options"
-    if err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        return f"choose a directory you may write ({var})"
-    return f"check the directory, or point {var} elsewhere"
 
 
 def _resolve_site(ctx, param, value):

@@ -99,6 +99,8 @@ def _tell(build, say):
         if build.concretized_first:
             what = what.replace("concretize skipped (inputs unchanged)", "concretized first")
         say(f"  {build.name}: ready, {build.seconds:.0f} s ({what})")
+    elif last.startswith(spackenv.BUSY_MARK[len("hpc-health: "):]):
+        say(f"  {build.name}: {last}; its checks are SKIPPED")
     else:
         say(f"  {build.name}: FAILED after {build.seconds:.0f} s: {last}; "
             "its checks fail with Spack's message")

@@ -1,16 +1,21 @@
 """``hpc-health run``: ReFrame does the running, we add judgement and memory."""
 
+import errno
 import functools
 import os
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 
 from hpc_health import paths, processes
 from hpc_health.cli import table
+from hpc_health.errors import ConfigError
 from hpc_health.judge import drift, results, verdicts
 from hpc_health.judge.drift import DRIFT_NIGHTS
+from hpc_health.paths import os_hint
 from hpc_health.run import prebuild
 from hpc_health.run.command import reframe_command, reframe_environ, rounds_for
 from hpc_health.run.console import (
@@ -63,6 +68,7 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
     # becomes our child, so that nothing of it outlives the run.
     processes.become_subreaper()
     run_dir = rundirs.new_run_dir(site.name)
+    rundirs.reserve_space(run_dir)
     report_path = run_dir / "report.json"
     extras = {"hpc_health_site": site.name, "hpc_health_run": run_dir.name}
     if run_tags:
@@ -89,7 +95,7 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
     progress = Progress(previous_duration(site.name, meta))
     proc = None
     stop.arm()
-    with open(run_dir / "reframe.out", "w") as log:
+    with _Kept(run_dir / "reframe.out") as log:
         try:
             sp = site.settings.get("spack") or {}
             parallel = prebuild.workers(sp.get("parallel_builds"))
@@ -130,6 +136,11 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
                 if proc is not None:
                     processes.stop_group(proc, ((signal.SIGKILL, 1.0),))
     stop.closing()
+    rundirs.release_reserve(run_dir)
+    if log.lost is not None:
+        print(f"hpc-health: {run_dir / 'reframe.out'}: {log.lost.strerror or log.lost} after "
+              f"{log.kept} bytes: the rest of ReFrame's output was not kept "
+              f"({os_hint(log.lost)})", file=sys.stderr)
     left = processes.stop_descendants(grace=1.0)
     if left:
         meta["left_behind"] = [f"{name} ({pid})" for pid, name in left]
@@ -144,19 +155,31 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
                 interrupted=interrupted, spack=spack, stack=stack, stack_hash=stack_hash)
     if interrupted:
         meta["stopped_by"] = signal.Signals(stop.signum).name
-    if not report_path.exists():
+    report, unreadable = None, None
+    try:
+        report = results.load_report(report_path)
+    except ConfigError as err:
+        unreadable = str(err)
+    if report is None:
         meta["exit_code"] = exit_interrupted if interrupted else EXIT_USAGE
         rundirs.write_json(run_dir / "run.json", meta)
         if proc is None:
             print("\nhpc-health: stopped while Spack built, before any check ran; "
                   f"the builds' output is in {run_dir / 'prebuild'}", file=sys.stderr)
             return meta["exit_code"]
-        tail = "".join(open(run_dir / "reframe.out").readlines()[-15:])
-        print(f"\nhpc-health: ReFrame exited with {proc.returncode} and wrote no run "
-              f"report; its last lines:\n{tail}", file=sys.stderr)
+        tail = "".join(open(run_dir / "reframe.out", errors="replace").readlines()[-15:])
+        free = shutil.disk_usage(run_dir).free
+        # The reserve released: a full store shows its 4 MiB free again.
+        filled = getattr(log.lost, "errno", None) == errno.ENOSPC or \
+            free < rundirs.RESERVE_BYTES + (1 << 20)
+        full = (f"; the store's file system filled during the run ({free >> 20} MiB free "
+                f"in {run_dir.parent} now): free space or point HPC_HEALTH_STORE elsewhere"
+                if filled else "")
+        print(f"\nhpc-health: ReFrame exited with {proc.returncode}: {unreadable}{full}; "
+              f"ReFrame's last lines:\n{tail}", file=sys.stderr)
         return meta["exit_code"]
 
-    measurements = results.measurements(results.load_report(report_path))
+    measurements = results.measurements(report)
     base = baseline.status(site, refs, run_hw, pending=baseline.counts(meta) and not interrupted,
                            measurements=measurements)
     verdict_list = verdicts.judge_all(measurements, refs, run_hw,
@@ -166,10 +189,11 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
                                               site.settings.get("per_node_min_change"))
     code = exit_interrupted if interrupted else verdicts.exit_code(verdict_list)
     meta.update(exit_code=code, verdicts=table.summary(verdict_list))
+    # The table first: what was measured is shown whatever the store does.
+    print("\n" + table.render(verdict_list), file=out, flush=True)
     rundirs.write_verdicts(run_dir, verdict_list)
     rundirs.write_json(run_dir / "run.json", meta)
-    index.index_run(run_dir)
-    print("\n" + table.render(verdict_list), file=out)
+    _index(run_dir)
     # Across nights: a per-node run's copies and a stopped run's half are
     # not nights of the series.
     drifts = [] if interrupted or per_node else _drifting(site, refs, run_dir.name)
@@ -182,7 +206,7 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
         if code == EXIT_HEALTHY:
             code = meta["exit_code"] = EXIT_DRIFTING
         rundirs.write_json(run_dir / "run.json", meta)
-        index.index_run(run_dir)
+        _index(run_dir)
     state = "INTERRUPTED" if interrupted else {
         EXIT_HEALTHY: "HEALTHY", EXIT_UNHEALTHY: "UNHEALTHY", EXIT_DRIFTING: "DRIFTING"}.get(
         code, "ERROR")
@@ -199,6 +223,42 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
                 print(line, file=out)
     print(next_step(site, verdict_list, base, run_dir, adopted, drifts), file=out)
     return code
+
+
+class _Kept:
+    """ReFrame's output into reframe.out, as much of it as the disk takes
+    (ReFrame's pipe is read to its end all the same)."""
+
+    def __init__(self, path):
+        self.fp, self.kept, self.lost = open(path, "w", buffering=1), 0, None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self.fp.close()     # closed even when its last flush fails
+        except OSError as err:
+            self.lost = self.lost or err
+        return False
+
+    def write(self, text):
+        if self.lost is None:
+            try:
+                self.fp.write(text)
+                self.kept += len(text)
+            except OSError as err:
+                self.lost = err
+
+
+def _index(run_dir):
+    """The run into the store's index, which is derived: a failure costs
+    nothing the next command does not rebuild from the run directory."""
+    try:
+        index.index_run(run_dir)
+    except (OSError, sqlite3.Error) as err:
+        print(f"hpc-health: the store's index was not updated ({err}); the run is kept and "
+              "the next command adds it", file=sys.stderr)
 
 
 def _drifting(site, refs, run_id):

@@ -40,6 +40,7 @@ import tarfile
 import time
 from pathlib import Path
 
+from hpc_health import paths
 from hpc_health.errors import ConfigError
 
 RECORD = "bootstrap.json"
@@ -57,8 +58,7 @@ CLINGO = "clingo>=5.6,<5.9"
 
 
 def cache_root():
-    return Path(os.environ.get("HPC_HEALTH_CACHE") or
-                Path(os.path.expanduser("~/.cache")) / "hpc-health")
+    return paths.cache_root()
 
 
 def kit_from(site=None, explicit=None):

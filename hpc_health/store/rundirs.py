@@ -49,15 +49,42 @@ def new_run_dir(site: str) -> Path:
     raise RuntimeError(f"cannot create a run directory under {base}")
 
 
+#: Held in every run directory until the run is closed: when the disk fills
+#: during a run, its verdicts and run.json still fit (4 MiB: a full local
+#: run's verdicts.json and run.json are under 200 KiB).
+RESERVE_FILE, RESERVE_BYTES = ".reserve", 4 << 20
+
+
+def reserve_space(run_dir: Path) -> None:
+    try:
+        with open(run_dir / RESERVE_FILE, "wb") as fp:
+            fp.write(bytes(RESERVE_BYTES))
+            fp.flush()
+            os.fsync(fp.fileno())
+    except OSError:
+        release_reserve(run_dir)    # the free-space check before the run saw 64 MiB
+
+
+def release_reserve(run_dir: Path) -> None:
+    try:
+        (run_dir / RESERVE_FILE).unlink()
+    except OSError:
+        pass
+
+
 def write_json(path: str | Path, data: Any) -> None:
     """Write atomically: an interrupted run or a full disk must not leave a
     truncated file that later reads take for data."""
     tmp = Path(str(path) + ".tmp")
-    with open(tmp, "w") as fp:
-        json.dump(data, fp, indent=1, sort_keys=True)
-        fp.flush()
-        os.fsync(fp.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as fp:
+            json.dump(data, fp, indent=1, sort_keys=True)
+            fp.flush()
+            os.fsync(fp.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)     # ours, half-written
+        raise
 
 
 def write_verdicts(run_dir: Path, verdict_list: Sequence[Verdict]) -> None:
