@@ -122,7 +122,7 @@ def build_all(builds, env, parallel, say):
             _wait_any(running, say)
             del running[proc]
             _outcome(first, proc, started)
-            first.concretized_first = True
+            first.concretized_first = any("concretize ran" in line for line in first.said)
             if not first.ok:
                 _tell(first, say)
         queue = [b for b in builds if b.ok]
