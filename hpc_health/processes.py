@@ -2,8 +2,11 @@
 (ReFrame and its jobs), the store (is a run still in progress?) and the
 fault bench (its workloads)."""
 
+import contextlib
+import fcntl
 import os
 import signal
+import socket
 import subprocess
 import time
 
@@ -148,3 +151,40 @@ def _reap():
             return
         if pid == 0:
             return
+
+
+@contextlib.contextmanager
+def held(path, wait, waiting, gave_up):
+    """This process's exclusive hold on the lock file *path*, with who holds
+    it written inside.  Held by another: ``waiting(holder)`` is called once,
+    then up to *wait* seconds pass before ``gave_up(holder)`` is raised."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if not _try_flock(fd):
+            holder = _holder(fd)
+            waiting(holder)
+            deadline = time.monotonic() + wait
+            while not _try_flock(fd):
+                if time.monotonic() >= deadline:
+                    raise gave_up(holder)
+                time.sleep(0.1)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)        # releases the lock
+
+
+def _try_flock(fd):
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+def _holder(fd):
+    try:
+        return os.pread(fd, 200, 0).decode(errors="replace").strip() or "pid unknown"
+    except OSError:
+        return "pid unknown"

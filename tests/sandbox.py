@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -86,3 +87,19 @@ def artifacts():
                 or Path(__file__).resolve().parent.parent / "test-artifacts")
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@contextmanager
+def environment_held(env_dir):
+    """Another process holding the Spack environment *env_dir* as a build
+    does (hpc_health.jobside.sources.env_lock); yields its pid."""
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import time; from hpc_health.jobside import sources\n"
+        f"with sources.env_lock({str(env_dir)!r}, 5):\n"
+        "    print('held', flush=True); time.sleep(600)")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield holder.pid
+    finally:
+        holder.kill()
+        holder.wait()

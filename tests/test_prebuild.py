@@ -9,6 +9,7 @@ import signal
 import time
 
 import pytest
+from sandbox import environment_held
 
 from hpc_health import processes
 from hpc_health.jobside import spackenv
@@ -146,18 +147,11 @@ def test_an_environment_held_by_another_process_is_waited_for_then_busy(tmp_path
                                                                         capsys):
     """Busy, not failed: exit 75 with the holder named; within the run the
     fixture is told so again without waiting twice."""
-    import subprocess
-    import sys
     site_dir = tmp_path / "site"
     site_dir.mkdir()
     (site_dir / "spack.yaml").write_text("spack: {specs: []}\n")
     env_dir, out = tmp_path / "env", tmp_path / "out"
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from hpc_health.jobside import sources\n"
-        f"with sources.env_lock({str(env_dir)!r}, 5):\n"
-        "    print('held', flush=True); time.sleep(30)")], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with environment_held(env_dir) as pid:
         monkeypatch.setenv(spackenv.RUN_ID_VAR, "20261126T000000Z")
         args = ["ensure", "--spack", "/bin/false", "--env-dir", str(env_dir),
                 "--site-env", str(site_dir / "spack.yaml"), "--site-dir", str(site_dir),
@@ -166,15 +160,12 @@ def test_an_environment_held_by_another_process_is_waited_for_then_busy(tmp_path
         assert spackenv.main(args) == spackenv.EXIT_BUSY
         assert 1 <= time.monotonic() - t0 < 10
         said = capsys.readouterr()
-        assert f"for the Spack environment {env_dir}: held by pid {holder.pid}" in said.out
+        assert f"for the Spack environment {env_dir}: held by pid {pid}" in said.out
         assert said.err.startswith(spackenv.BUSY_MARK) and "was held by pid" in said.err
         assert json.loads((env_dir / spackenv.FAILED).read_text())["busy"] is True
         t0 = time.monotonic()
         assert spackenv.main(args) == spackenv.EXIT_BUSY      # not waited for again
         assert time.monotonic() - t0 < 1
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 class _FakeBuild:

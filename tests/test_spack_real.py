@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from sandbox import hpc_health, make_root
+from sandbox import environment_held, hpc_health, make_root
 
 from hpc_health.site import spack_kit
 
@@ -215,27 +215,17 @@ def test_a_busy_spack_skips_its_checks_and_never_fails_the_night(root):
     """Another process holding the environment past the wait (here 2 s):
     the build and its check SKIPPED with who held it; the night is not
     UNHEALTHY for it."""
-    import subprocess
-    import sys
     env_dir = root.parent / "spack-envs" / "default-gnu-mpi" / "hpc-health-kernels"
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import time; from hpc_health.jobside import sources\n"
-        f"with sources.env_lock({str(env_dir)!r}, 5):\n"
-        "    print('held', flush=True); time.sleep(300)")], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with environment_held(env_dir) as pid:
         res = hpc_health(root, "run", "--site", "local", "--", "-n", "BarrierLatency",
                          env=dict(os.environ, HPC_HEALTH_SPACK_WAIT="2"), timeout=TIMEOUT,
                          spack=True)
-    finally:
-        holder.kill()
-        holder.wait()
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr
     _, report = _report(root)
     cases = _cases(report)
     assert cases["KernelsBuild"]["result"] == "skip"
     assert cases["BarrierLatency"]["result"] == "skip"
-    assert "Spack busy: " in res.stdout and f"held by pid {holder.pid}" in res.stdout, res.stdout
+    assert "Spack busy: " in res.stdout and f"held by pid {pid}" in res.stdout, res.stdout
 
 
 def test_a_kernel_rebuilt_at_O0_is_named_in_the_stack_diff(root, runs):

@@ -4,14 +4,12 @@ its tree) and the package recipes; and the hold one hpc-health process has
 on an environment while it builds it.  Used by :mod:`spackenv` inside the
 build jobs; standard library only."""
 
-import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
-import socket
 import subprocess
-import time
+
+from hpc_health import processes
 
 
 class EnvironmentBusy(RuntimeError):
@@ -90,34 +88,15 @@ def own_copy(name, path, version, env_dir):
     return copy
 
 
-@contextlib.contextmanager
 def env_lock(env_dir, wait):
     """Hold *env_dir* for this process: another hpc-health building the same
     environment is waited for up to *wait* seconds, with a line saying who
     holds it, then EnvironmentBusy."""
     os.makedirs(env_dir, exist_ok=True)
-    path = os.path.join(env_dir, '.hpc-health.lock')
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        deadline = time.monotonic() + wait
-        said = False
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                holder = os.pread(fd, 200, 0).decode(errors='replace').strip() or 'pid unknown'
-                if time.monotonic() >= deadline:
-                    raise EnvironmentBusy(f'the Spack environment {env_dir} was held by {holder} '
-                                    f'for {wait:.0f} s (another hpc-health run building it?)'
-                                    ) from None
-                if not said:
-                    print(f'hpc-health: waiting up to {wait:.0f} s for the Spack environment '
-                          f'{env_dir}: held by {holder}', flush=True)
-                    said = True
-                time.sleep(1)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f'pid {os.getpid()} on {socket.gethostname()}\n'.encode(), 0)
-        yield
-    finally:
-        os.close(fd)        # releases the lock
+    return processes.held(
+        os.path.join(env_dir, '.hpc-health.lock'), wait,
+        lambda holder: print(f'hpc-health: waiting up to {wait:.0f} s for the Spack environment '
+                             f'{env_dir}: held by {holder}', flush=True),
+        lambda holder: EnvironmentBusy(f'the Spack environment {env_dir} was held by {holder} '
+                                       f'for {wait:.0f} s (another hpc-health run building '
+                                       'it?)'))

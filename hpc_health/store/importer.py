@@ -10,20 +10,16 @@ from __future__ import annotations
 
 import copy
 import errno
-import fcntl
 import json
 import os
 import shutil
-import socket
 import tempfile
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from hpc_health import paths
+from hpc_health import paths, processes
 from hpc_health.errors import ConfigError
 from hpc_health.store import rundirs
 from hpc_health.store.portable import (
@@ -38,45 +34,19 @@ from hpc_health.store.portable import (
 )
 
 
-@contextmanager
-def import_lock(root: Path, wait: float, say: Callable[[str], Any]) -> Iterator[None]:
+def import_lock(root: Path, wait: float,
+                say: Callable[[str], Any]) -> AbstractContextManager[None]:
     """One import into a store at a time: wait up to *wait* seconds for
     another, saying so, then refuse."""
     root.mkdir(parents=True, exist_ok=True)
     lock = root / LOCK_FILE
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        if not _try_lock(fd):
-            holder = _holder(fd)
-            say(f"another import into {root} is running ({holder}): waiting up to "
-                f"{wait:g} s for it to finish")
-            deadline = time.monotonic() + wait
-            while not _try_lock(fd):
-                if time.monotonic() >= deadline:
-                    raise ConfigError(lock, f"another import ({holder}) still holds the lock "
-                                      f"after {wait:g} s: nothing imported; try again when "
-                                      "it has finished")
-                time.sleep(0.1)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
-        yield
-    finally:
-        os.close(fd)        # releases the lock
-
-
-def _try_lock(fd):
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False
-
-
-def _holder(fd):
-    try:
-        return os.pread(fd, 200, 0).decode(errors="replace").strip() or "pid unknown"
-    except OSError:
-        return "pid unknown"
+    return processes.held(
+        lock, wait,
+        lambda holder: say(f"another import into {root} is running ({holder}): waiting up "
+                           f"to {wait:g} s for it to finish"),
+        lambda holder: ConfigError(lock, f"another import ({holder}) still holds the lock "
+                                   f"after {wait:g} s: nothing imported; try again when it "
+                                   "has finished"))
 
 
 @dataclass
