@@ -76,25 +76,34 @@ def child_setup(parent_pid):
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def descendants(pid):
-    """Pids of every living descendant of *pid* (from /proc; [] elsewhere)."""
-    children = {}
+def pids():
+    """Pids of the processes of this host (from /proc; [] elsewhere)."""
     try:
-        entries = os.listdir("/proc")
+        return [int(e) for e in os.listdir("/proc") if e.isdigit()]
     except OSError:
         return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
+
+
+def proc_stat(pid):
+    """(command, fields after it) of ``/proc/PID/stat``: fields[0] is the
+    state, [1] the parent pid, [3] the session, [11:15] utime, stime, cutime,
+    cstime in clock ticks.  OSError when the process is gone."""
+    with open(f"/proc/{pid}/stat") as fp:
+        text = fp.read()
+    # The command may hold spaces and parentheses: split after the last ')'.
+    return text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
+
+
+def descendants(pid):
+    """Pids of every living descendant of *pid*."""
+    children = {}
+    for p in pids():
         try:
-            with open(f"/proc/{entry}/stat") as fp:
-                stat = fp.read()
-        except OSError:
+            fields = proc_stat(p)[1]
+        except (OSError, ValueError):
             continue
-        # The command name may hold spaces and parentheses: fields after the last ')'.
-        fields = stat[stat.rfind(")") + 2:].split()
         if fields and fields[0] != "Z":
-            children.setdefault(int(fields[1]), []).append(int(entry))
+            children.setdefault(int(fields[1]), []).append(p)
     found, todo = [], [pid]
     while todo:
         for child in children.get(todo.pop(), []):
@@ -135,10 +144,8 @@ def stop_descendants(grace=2.0):
 def _zombie(pid):
     """A process that ended and waits for its parent (or init) to read it."""
     try:
-        with open(f"/proc/{pid}/stat") as fp:
-            stat = fp.read()
-        return stat[stat.rfind(")") + 2:].split()[0] == "Z"
-    except OSError:
+        return proc_stat(pid)[1][0] == "Z"
+    except (OSError, ValueError, IndexError):
         return False
 
 

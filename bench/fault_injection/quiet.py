@@ -16,6 +16,8 @@ import os
 import resource
 import time
 
+from hpc_health import processes
+
 _HZ = os.sysconf("SC_CLK_TCK")
 
 
@@ -32,17 +34,13 @@ def _proc_stat():
 def _kthread_seconds():
     """CPU seconds of all kernel threads (children of kthreadd, pid 2)."""
     total = 0
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
+    for pid in processes.pids():
         try:
-            with open(f"/proc/{pid}/stat") as f:
-                stat = f.read()
+            fields = processes.proc_stat(pid)[1]
         except OSError:
             continue   # exited meanwhile
-        fields = stat.rsplit(")", 1)[1].split()
         # fields[1] = ppid, fields[11] / [12] = utime / stime
-        if pid == "2" or fields[1] == "2":
+        if pid == 2 or fields[1] == "2":
             total += int(fields[11]) + int(fields[12])
     return total / _HZ
 

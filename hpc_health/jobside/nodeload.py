@@ -18,6 +18,8 @@ import os
 import sys
 import time
 
+from hpc_health import processes
+
 #: Other processes using this many cores on average make the node "busy".
 BUSY_CORES = 0.25
 #: How many of the busiest other processes a note names.
@@ -28,11 +30,7 @@ def _proc_stat(pid):
     """(command, CPU seconds, session id, parent pid) of a process; the CPU
     seconds include those of its children that exited and were reaped (a
     shell loop's benchmarks are the shell's)."""
-    with open(f"/proc/{pid}/stat") as fp:
-        text = fp.read()
-    # The command may hold spaces and parentheses: split after the last ')'.
-    comm = text[text.index("(") + 1:text.rindex(")")]
-    fields = text[text.rindex(")") + 2:].split()
+    comm, fields = processes.proc_stat(pid)
     ticks = sum(int(f) for f in fields[11:15])      # utime stime cutime cstime
     return comm, ticks / os.sysconf("SC_CLK_TCK"), int(fields[3]), int(fields[1])
 
@@ -61,12 +59,11 @@ def _our_sessions(procs):
 
 def snapshot():
     procs = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                procs[name] = _proc_stat(name)
-            except (OSError, ValueError, IndexError):
-                continue    # gone meanwhile
+    for pid in processes.pids():
+        try:
+            procs[str(pid)] = _proc_stat(pid)
+        except (OSError, ValueError, IndexError):
+            continue    # gone meanwhile
     with open("/proc/loadavg") as fp:
         load = float(fp.read().split()[0])
     return {"time": time.time(), "load": load, "cpus": os.cpu_count(),

@@ -185,13 +185,11 @@ def ensure(args):
         kind = SpackBusy if failed.get('busy') else SpackError
         raise kind(f"{failed.get('message', 'failed')}\n    (as in this run's pre-build)")
     try:
-        with sources.env_lock(args.env_dir, args.wait):
-            report = _ensure(args, t_start)
-    except sources.EnvironmentBusy as err:
-        busy = SpackBusy(str(err))
-        if run_id:
-            _write_json(failed_path, {'run': run_id, 'message': str(busy), 'busy': True})
-        raise busy from None
+        try:
+            with sources.env_lock(args.env_dir, args.wait):
+                report = _ensure(args, t_start)
+        except sources.EnvironmentBusy as err:
+            raise SpackBusy(str(err)) from None
     except SpackError as err:
         if run_id:
             _write_json(failed_path, {'run': run_id, 'message': str(err),

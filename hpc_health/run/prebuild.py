@@ -9,9 +9,10 @@ those scripts are run here, several at once, and the checks then find
 their environments built (``spackenv ensure`` does only what changed, so a
 warm night costs a few seconds here).
 
-The first script runs alone up to its concretization: that builds Spack's
-package index (a minute and a half here), which every other Spack process
-would otherwise wait for on a lock that times out after 120 s.
+The smallest spec set runs alone up to its concretization: that builds
+Spack's package index (about 70 s here), which every other Spack process
+would otherwise wait for on a lock that gives up after 120 s.  Then all,
+the largest first.
 """
 
 import functools
@@ -107,14 +108,14 @@ def _tell(build, say):
 
 
 def build_all(builds, env, parallel, say):
-    """Run *builds*: the first alone up to its concretization, then all of
-    them *parallel* at a time.  A stop (any exception, the run's signals
+    """Run *builds* (largest first): the last alone up to its
+    concretization, then all of them *parallel* at a time.  A stop (any exception, the run's signals
     included) stops every build's process group before it goes on up."""
     running = {}
+    # The smallest: its install is short, so the pool starts soon.
+    first = builds[-1] if len(builds) > 1 and parallel > 1 else None
     try:
-        if len(builds) > 1 and parallel > 1:
-            # The smallest: its install is short, so the pool starts soon.
-            first = builds[-1]
+        if first is not None:
             say(f"  {first.name}: concretizing alone first (builds Spack's package index)")
             started = time.monotonic()
             proc = _start(first, env, phase="concretize")
@@ -125,9 +126,8 @@ def build_all(builds, env, parallel, say):
             first.concretized_first = any("concretize ran" in line for line in first.said)
             if not first.ok:
                 _tell(first, say)
-        queue = [b for b in builds if b.ok]
-        if len(builds) > 1 and parallel > 1:
-            queue = sorted(queue, key=lambda b: b is builds[-1])
+        # It installs last: its concretization is done.
+        queue = sorted((b for b in builds if b.ok), key=lambda b: b is first)
         while queue or running:
             while queue and len(running) < parallel:
                 build = queue.pop(0)
@@ -151,7 +151,8 @@ def prebuild(dry_cmd, stage, env, parallel, say):
     stage.mkdir(parents=True, exist_ok=True)
     with open(stage / "dry-run.out", "w") as log:
         proc = subprocess.Popen(dry_cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
+                                start_new_session=True,
+                                preexec_fn=functools.partial(processes.child_setup, os.getpid()))
         try:
             proc.wait()
         finally:
