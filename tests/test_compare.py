@@ -88,6 +88,7 @@ def test_run_set_grammar(tmp_path, monkeypatch):
         assert ids(f"{before[1]}..{after[0]}") == before[1:] + after[:1]
         assert ids(before[0]) == before[:1]
         assert ids("since:2026-11-02") == after
+        assert ids(f"since:{before[2]}") == before[2:] + after      # a DRIFTING line's run
         for text, said in (("tag:befor", "did you mean before"),
                            (before[0][:-3] + "99Z", "did you mean"),
                            ("last:0", "positive whole number"),

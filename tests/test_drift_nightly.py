@@ -82,7 +82,7 @@ def test_only_the_last_nights_are_read(tmp_path, monkeypatch):
     """A step older than the window is the level the window starts at: the
     same series is drifting when the window reaches back before it."""
     quiet = (TRIAD[:15] * 6)[:drift.DRIFT_NIGHTS + 10]
-    values = quiet[:8] + [v * 0.9 for v in quiet[8:]]     # worse from night 9 on
+    values = quiet[:8] + [v * 0.85 for v in quiet[8:]]    # worse from night 9 on
     _store(tmp_path, monkeypatch, [{TRIAD_KEY: v} for v in values])
     assert _drifting()[0] == []
     monkeypatch.setattr(drift, "DRIFT_NIGHTS", len(values))
@@ -102,13 +102,13 @@ def test_a_drift_test_that_fails_costs_the_test_not_the_night(tmp_path, monkeypa
     # A damaged index is rebuilt (the index's own tests); anything else that
     # goes wrong reading across runs must not lose the judged night.
     (tmp_path / "store" / "index.sqlite").write_text("not a database")
-    assert session._drifting(_Site, None, "20261003T020000Z") == []
+    assert session._across_nights(_Site, None, "20261003T020000Z") == ([], None)
     assert "is damaged" in capsys.readouterr().err
 
     def broken(*args):
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(drift, "drifting", broken)
-    assert session._drifting(_Site, None, "20261003T020000Z") == []
+    monkeypatch.setattr(drift, "across_nights", broken)
+    assert session._across_nights(_Site, None, "20261003T020000Z") == ([], None)
     err = capsys.readouterr().err
     assert "the drift test over the stored runs could not run (OSError" in err
     assert "No space left on device" in err and "tonight's verdicts stand" in err

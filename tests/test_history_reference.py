@@ -1,6 +1,7 @@
-"""`hpc-health history` judges a series against the site's stored reference:
-its value is the healthy level and its recorded noise the yardstick a step
-is measured against.  Runs built from the recorded 1-thread STREAM series."""
+"""`hpc-health history` and the nightly drift test judge a series by its
+own noise, from where its stored reference's baseline begins: a step before
+a reference was re-captured is the level that reference adopted.  Runs built
+from the recorded 1-thread STREAM series."""
 
 import yaml
 from sandbox import hpc_health, make_root
@@ -10,18 +11,25 @@ from hpc_health.judge import stats
 
 # The recorded series' first 15 nights: one episode, quiet within itself.
 QUIET = series("stream_triad_1t")[:15]
+# -12 % from night 16 on, nine nights.
+STEPPED = QUIET + [v * 0.88 for v in QUIET[:9]]
+
+
+def _run_id(n):
+    return f"202611{n + 1:02d}T020000Z"
 
 
 def _store_nights(root, nights):
     for n, v in enumerate(nights):
-        rid = f"202611{n + 1:02d}T020000Z"
+        rid = _run_id(n)
         write_run(root.parent / "store", "local", rid,
                   [case("StreamTriad", "triad", v, "MB/s")], started=rid)
 
 
-def _write_reference(root, ref, **extra):
-    """reference/local.yaml as `reference capture --write` lays it out."""
-    prov = {"samples": ref.n, "runs": [f"r{i}" for i in range(ref.runs)],
+def _write_reference(root, ref, runs=None, **extra):
+    """reference/local.yaml as `reference capture --write` lays it out,
+    captured from *runs* (run ids)."""
+    prov = {"samples": ref.n, "runs": runs or [f"r{i}" for i in range(ref.runs)],
             "spread": ref.spread, "between_run_spread": ref.between_run_spread,
             "estimator": ref.estimator}
     data = {"StreamTriad": {"local:default": {
@@ -36,51 +44,45 @@ def _history(root):
                       "--var", "triad")
 
 
-def test_the_reference_noise_catches_a_step_the_series_alone_hides(tmp_path):
-    # -7 % from night 16 on.  Alone, the series' spread includes the step
-    # itself and hides it; the reference captured on the quiet nights knows
-    # the healthy noise (4.5 % between runs) and the healthy level.
-    nights = QUIET + [v * 0.93 for v in QUIET[:9]]
-    ref = stats.propose_reference([[v] for v in QUIET], "MB/s", stats.HIGHER)
-
-    alone = make_root(tmp_path / "alone", references=False)
-    _store_nights(alone, nights)
-    res = _history(alone)
-    assert res.returncode == 0 and "no sustained step" in res.stdout, res.stdout + res.stderr
-
-    judged = make_root(tmp_path / "judged", references=False)
-    _store_nights(judged, nights)
-    _write_reference(judged, ref)
-    res = _history(judged)
+def test_a_twelve_percent_step_is_found_and_dated_by_the_series_own_noise(tmp_path):
+    root = make_root(tmp_path, references=False)
+    _store_nights(root, STEPPED)
+    res = _history(root)
     assert res.returncode == 1, res.stdout + res.stderr
     assert "DEGRADED since run 2026111" in res.stdout     # dated at the step, night 16 +- 2
-    assert "against reference" in res.stdout
-    scan = hpc_health(judged, "history", "--site", "local", "--all")
+    assert "steps looked for over all its runs" in res.stdout
+    scan = hpc_health(root, "history", "--site", "local", "--all")
     assert scan.returncode == 1 and "DEGRADED since" in scan.stdout
+    assert _history_of_quiet(tmp_path / "quiet").returncode == 0
 
 
-def test_a_reference_that_recorded_wide_noise_silences_a_step_within_it(tmp_path):
-    # -10 % from night 16: a step for a quiet series, but this figure's
-    # reference recorded run-to-run episodes of 12 %: within its healthy life.
-    nights = QUIET + [v * 0.9 for v in QUIET[:9]]
-    ref = stats.propose_reference([[v] for v in QUIET], "MB/s", stats.HIGHER)
-    ref.between_run_spread = 0.12
+def _history_of_quiet(where):
+    root = make_root(where, references=False)
+    _store_nights(root, QUIET + QUIET[:9])
+    res = _history(root)
+    assert "no sustained step" in res.stdout, res.stdout + res.stderr
+    return res
 
+
+def test_a_step_before_the_reference_was_recaptured_is_not_a_drift_of_it(tmp_path):
+    """The operator accepted the new level: references captured from the
+    nights since the step.  From there on the series is level."""
+    after = [[v] for v in STEPPED[15:]]
+    ref = stats.propose_reference(after, "MB/s", stats.HIGHER)
     root = make_root(tmp_path, references=False)
-    _store_nights(root, nights)
-    assert _history(root).returncode == 1           # alone: a step
-    _write_reference(root, ref)
+    _store_nights(root, STEPPED)
+    _write_reference(root, ref, runs=[_run_id(n) for n in range(15, len(STEPPED))])
     res = _history(root)
     assert res.returncode == 0 and "no sustained step" in res.stdout, res.stdout + res.stderr
+    assert f"steps looked for from run {_run_id(15)}" in res.stdout
 
 
-def test_a_reference_measured_on_other_hardware_is_not_used(tmp_path):
-    nights = QUIET + [v * 0.93 for v in QUIET[:9]]
-    ref = stats.propose_reference([[v] for v in QUIET], "MB/s", stats.HIGHER)
+def test_a_reference_measured_on_other_hardware_does_not_cut_the_series(tmp_path):
+    after = [[v] for v in STEPPED[15:]]
+    ref = stats.propose_reference(after, "MB/s", stats.HIGHER)
     root = make_root(tmp_path, references=False)
-    _store_nights(root, nights)
-    _write_reference(root, ref, **{"$hardware": {"local:default": {"cpu": "Other CPU",
-                                                                   "cpus": 128}}})
+    _store_nights(root, STEPPED)
+    _write_reference(root, ref, runs=[_run_id(n) for n in range(15, len(STEPPED))],
+                     **{"$hardware": {"local:default": {"cpu": "Other CPU", "cpus": 128}}})
     res = _history(root)
-    assert res.returncode == 0 and "no sustained step" in res.stdout, res.stdout + res.stderr
-    assert "no reference" in res.stdout
+    assert res.returncode == 1 and "DEGRADED since run 2026111" in res.stdout, res.stdout

@@ -59,14 +59,14 @@ def _history_of(chk, v, points, refs, scan_all):
     for p in points:
         by_check.setdefault((p["check"], p["partition"]), []).append(p)
     for (name, part), pts in by_check.items():
-        ref = hist.reference_for(refs, pts[-1])
-        step = hist.drift(pts, reference=ref)
+        step = hist.drift(pts, refs)
         if not scan_all:
+            start = hist.reference_start(refs, pts)
             click.echo(f"{name} {v} on {part}")
-            click.echo(f"  against reference {ref.value:.4g} {ref.unit}"
-                       + (" (with its recorded noise)" if ref.has_noise else
-                          " (no recorded noise: the series' own spread)")
-                       if ref else "  no reference: the series is its own yardstick")
+            click.echo(f"  steps looked for from run {pts[start]['run']}, where its reference's "
+                       "baseline begins" if 0 < start < len(pts) else
+                       "  no run since its reference was captured" if start else
+                       "  steps looked for over all its runs")
             for i, p in enumerate(pts):
                 click.echo(f"  {i:3d}  {p['run']}  {p['started']}  {p['value']:.4g} "
                            f"{p['unit']}  stack {p['stack'] or '-'}")

@@ -4,8 +4,8 @@ Tonight's verdict compares one night with the reference; a step of a few
 per cent stays inside the bounds every night.  After judging the night, the
 run asks of every figure it measured whether the recent nights in the store
 have stayed worse since some run R: the test of ``hpc-health history``
-(:func:`hpc_health.judge.changepoint.step_degradation`, via
-:mod:`hpc_health.judge.trends`), so the two never disagree.
+(:func:`hpc_health.judge.stepscan.scan`, via :mod:`hpc_health.judge.trends`),
+so the two never disagree.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from hpc_health.judge import broad
 from hpc_health.judge import trends as trend_mod
 from hpc_health.judge.stats.constants import HIGHER, MEDIAN_EFFICIENCY
 
@@ -48,17 +49,26 @@ def drifting(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None,
              tonight: str) -> list[Drift]:
     """Figures of run *tonight* that have stayed worse over the last
     :data:`DRIFT_NIGHTS` of *runs* (oldest first, tonight's included)."""
+    return across_nights(idx, runs, refs, tonight)[0]
+
+
+def across_nights(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None,
+                  tonight: str) -> tuple[list[Drift], broad.BroadNight | None]:
+    """What the last :data:`DRIFT_NIGHTS` of *runs* say about run *tonight*:
+    the figures that have stayed worse, and the night as a whole against the
+    recent nights (:func:`hpc_health.judge.broad.tonight`)."""
     window = list(runs)[-DRIFT_NIGHTS:]
     stacks = {r.run_id: r.meta.get("stack_hash") for r in window}
     found = []
-    for t in trend_mod.trends(idx, window, refs):
+    series = trend_mod.trends(idx, window, refs)
+    for t in series:
         step = t.worse_since
         if not step or t.runs[-1] != tonight:
             continue
         i = step["index"]
         found.append(Drift(t, step["run"], t.started[i], _signed(step["magnitude"], t.better),
                            _half_width(step), step["nights"], _stack_change(t.runs, i, stacks)))
-    return found
+    return found, broad.tonight(series, tonight)
 
 
 def _signed(worse: float, better: str | None) -> float:
@@ -66,10 +76,12 @@ def _signed(worse: float, better: str | None) -> float:
 
 
 def _half_width(step: dict) -> float:
-    """95 % half-width of the level since R: the nightly sigma over the
-    nights since, with the median's efficiency (stats' MEDIAN_EFFICIENCY)."""
-    sigma, n = step.get("sigma") or 0.0, max(int(step["nights"]), 1)
-    return math.expm1(_Z95 * sigma * math.sqrt(MEDIAN_EFFICIENCY / n))
+    """95 % half-width of the change since R (median since against median
+    before): the nightly spread over both sides' nights, with the median's
+    efficiency (stats' MEDIAN_EFFICIENCY)."""
+    sigma = step.get("sigma") or 0.0
+    since, before = max(int(step["nights"]), 1), max(int(step.get("nights_before") or 1), 1)
+    return math.expm1(_Z95 * sigma * math.sqrt(MEDIAN_EFFICIENCY * (1 / since + 1 / before)))
 
 
 def _stack_change(run_ids: Sequence[str], i: int, stacks: dict) -> str | None:

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from hpc_health.judge import changepoint, stats, verdicts
+from hpc_health.judge import stats, stepscan, verdicts
 from hpc_health.site import hardware
 
 if TYPE_CHECKING:
@@ -63,22 +63,43 @@ def reference_for(refs: ReferenceSet | None, point: dict[str, Any]) -> stats.Ref
         r.provenance)
 
 
-def drift(points: Sequence[dict[str, Any]], reference: stats.Reference | None = None,
-          change_points: Sequence[int] | None = None) -> dict[str, Any] | None:
-    """Step degradation over one check's series, or None.  *reference* (a
-    :class:`hpc_health.judge.stats.Reference`, see :func:`reference_for`) sets the
-    healthy level and, when it carries noise, the size a step must have;
-    *change_points*, when given, are those of the points' values (Pelt's,
-    already computed)."""
+def reference_start(refs: ReferenceSet | None, points: Sequence[dict[str, Any]]) -> int:
+    """Index of the first of *points* (one figure, oldest first) that its
+    stored reference speaks for: the reference's first baseline run, else
+    the first run started after it was captured.  A step before a reference
+    was re-captured is the level that reference adopted, not a drift from
+    it.  0 without a reference, or with one measured on other hardware."""
+    if refs is None or not points:
+        return 0
+    m = points[-1]["measurement"]
+    measured_on = refs.hardware.get(m.partition_fullname)
+    if measured_on and not hardware.same(measured_on, points[-1].get("hardware")):
+        return 0
+    entry = refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable)
+    prov = entry.provenance if entry is not None else {}
+    baseline = set(prov.get("runs") or ())
+    for i, p in enumerate(points):
+        if p["run"] in baseline:
+            return i
+    captured = prov.get("captured")
+    if not captured:
+        return 0
+    return next((i for i, p in enumerate(points) if p["started"] >= captured), len(points))
+
+
+def drift(points: Sequence[dict[str, Any]],
+          refs: ReferenceSet | None = None) -> dict[str, Any] | None:
+    """The sustained step to worse in one check's series, or None: the
+    nightly test (:func:`hpc_health.judge.stepscan.scan`) over the points
+    since their reference's baseline (:func:`reference_start`).  ``index`` in
+    the answer is into *points*."""
     if not points:
         return None
     direction = points[-1]["better"]
     if direction not in stats.DIRECTIONS:
         return None     # undeclared direction: never guessed
-    values = [p["value"] for p in points]
-    return changepoint.step_degradation(
-        values, [p["started"] for p in points], direction, reference=reference,
-        samples_per_night=max(1, min(len(p["samples"]) for p in points)),
-        known_change_points=change_points)
-
-
+    start = reference_start(refs, points)
+    found = stepscan.scan([p["value"] for p in points[start:]], direction)
+    if found:
+        found["index"] += start
+    return found

@@ -48,7 +48,7 @@ class Trend:
     #: indices where a new level of the series starts
     change_points: list = field(default_factory=list)
     #: the sustained step to worse: {"index", "run", "magnitude", "nights",
-    #: "sigma" (the nightly noise it was measured against)}
+    #: "nights_before", "sigma" (the nightly spread, log scale)}
     worse_since: dict | None = None
 
     @property
@@ -103,10 +103,11 @@ def trends(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None = None,
         _reference(t, refs, ref, last)
         if t.claims:
             t.change_points = changepoint.change_points(t.values)
-            step = hist.drift(pts, reference=ref, change_points=t.change_points)
+            step = hist.drift(pts, refs)
             if step:
                 t.worse_since = {"index": step["index"], "run": t.runs[step["index"]],
                                  "magnitude": step["magnitude"], "nights": step["nights"],
+                                 "nights_before": step["nights_before"],
                                  "sigma": step["sigma"]}
         out.append(t)
         tick(1, len(points))

@@ -34,6 +34,19 @@ def spack_line(site):
     return how if found else f"{how}: STREAM, OSU and IOR/mdtest will be SKIPPED. To fix: {fix}"
 
 
+def broad_line(whole):
+    """The night as a whole (:func:`hpc_health.judge.broad.tonight`)."""
+    return (f"{whole.word} tonight: {whole.worse} of {whole.figures} figures worse than "
+            f"their recent nights; the median figure {_worse(whole.change)} than its "
+            f"reference, where the last {whole.nights} nights were {_worse(whole.usual)} "
+            f"(spread {100 * whole.spread:.1f} %): {_worse(whole.beyond)} than usual")
+
+
+def _worse(change):
+    """A signed change (positive: worse) in words."""
+    return f"{100 * abs(change):.1f} % {'worse' if change >= 0 else 'better'}"
+
+
 def drift_lines(drifts, nights):
     """The DRIFTING lines after the table (:func:`hpc_health.judge.drift.drifting`)."""
     if not drifts:

@@ -1,5 +1,6 @@
 """``hpc-health run``: ReFrame does the running, we add judgement and memory."""
 
+import dataclasses
 import errno
 import functools
 import os
@@ -22,6 +23,7 @@ from hpc_health.run.console import (
     Progress,
     ProgressFilter,
     adoption_lines,
+    broad_line,
     drift_lines,
     header,
     next_step,
@@ -196,7 +198,14 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
     _index(run_dir)
     # Across nights: a per-node run's copies and a stopped run's half are
     # not nights of the series.
-    drifts = [] if interrupted or per_node else _drifting(site, refs, run_dir.name)
+    drifts, whole = ([], None) if interrupted or per_node else \
+        _across_nights(site, refs, run_dir.name)
+    if whole is not None:
+        meta["broad"] = dataclasses.asdict(whole)
+        if whole.word:
+            print("\n" + broad_line(whole), file=out)
+            if code in (EXIT_HEALTHY, EXIT_DRIFTING):
+                code = meta["exit_code"] = EXIT_UNHEALTHY
     if drifts:
         print("\n" + "\n".join(drift_lines(drifts, DRIFT_NIGHTS)), file=out)
         meta["drifting"] = [{"check": d.trend.check, "variable": d.trend.variable,
@@ -205,12 +214,14 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
                              "stack_changed_at": d.stack_changed_at} for d in drifts]
         if code == EXIT_HEALTHY:
             code = meta["exit_code"] = EXIT_DRIFTING
+    if drifts or whole is not None:
         rundirs.write_json(run_dir / "run.json", meta)
         _index(run_dir)
     state = "INTERRUPTED" if interrupted else {
         EXIT_HEALTHY: "HEALTHY", EXIT_UNHEALTHY: "UNHEALTHY", EXIT_DRIFTING: "DRIFTING"}.get(
         code, "ERROR")
-    summary = table.summary(verdict_list) + (f"; {len(drifts)} DRIFTING" if drifts else "")
+    summary = table.summary(verdict_list) + (f"; {len(drifts)} DRIFTING" if drifts else "") \
+        + (f"; {whole.word}" if whole is not None and whole.word else "")
     print(f"\nhpc-health: {state} ({summary}); exit {code}", file=out)
     adopted = False
     if base.collecting and not interrupted:
@@ -261,17 +272,18 @@ def _index(run_dir):
               "the next command adds it", file=sys.stderr)
 
 
-def _drifting(site, refs, run_id):
-    """Figures of run *run_id* that have stayed worse over the stored runs.
-    Tonight's verdicts are stored already: a store that cannot be read
-    across runs costs the drift test, said on stderr, not the night."""
+def _across_nights(site, refs, run_id):
+    """Figures of run *run_id* that have stayed worse over the stored runs,
+    and the night as a whole against the recent ones.  Tonight's verdicts
+    are stored already: a store that cannot be read across runs costs these
+    tests, said on stderr, not the night."""
     try:
         with index.open_index() as idx:
-            return drift.drifting(idx, idx.listing(site.name).runs, refs, run_id)
+            return drift.across_nights(idx, idx.listing(site.name).runs, refs, run_id)
     except Exception as err:     # any: the night is judged and kept already
         print(f"hpc-health: the drift test over the stored runs could not run "
               f"({type(err).__name__}: {err}); tonight's verdicts stand", file=sys.stderr)
-        return []
+        return [], None
 
 
 def previous_duration(site_name, meta):

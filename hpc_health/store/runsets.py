@@ -4,13 +4,14 @@
 
     [SITE:]SELECTOR[@PARTITION]
 
-    SELECTOR  RUN_ID | latest | last:N | tag:NAME | since:DATE | A..B
+    SELECTOR  RUN_ID | latest | last:N | tag:NAME | since:DATE | since:RUN_ID | A..B
     SITE      a site name (default: the command's site); a bare site name
               means its latest run
 
 ``A..B`` is every run from A to B (by start time, both included);
 ``since:DATE`` every run started on or after DATE (``2026-11-01`` or
-``2026-11-01T12:00``).  ``@PARTITION`` keeps only that partition's figures.
+``2026-11-01T12:00``); ``since:RUN_ID`` that run and every later one.
+``@PARTITION`` keeps only that partition's figures.
 An unknown run id, tag or site is an error that lists the nearest
 candidates.
 """
@@ -30,7 +31,8 @@ if TYPE_CHECKING:
 
 _KEYWORDS = ("last", "tag", "since")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}(T\d{2}(:?\d{2}(:?\d{2})?)?Z?)?$")
-SYNTAX = "RUN_ID, latest, last:N, tag:NAME, since:DATE or A..B, optionally SITE: and @PARTITION"
+SYNTAX = ("RUN_ID, latest, last:N, tag:NAME, since:DATE, since:RUN_ID or A..B, "
+          "optionally SITE: and @PARTITION")
 
 
 @dataclass
@@ -100,9 +102,11 @@ def select(runs: list[Run], selector: str, text: str) -> list[Run]:
                                                                   else " (no run has a tag)"))
         return found
     if sep and kind == "since":
+        if arg in ids:      # since:RUN_ID -- the run a DRIFTING line names, and after
+            return runs[ids.index(arg):]
         if not _DATE.match(arg):
-            raise ConfigError(text, f"since:DATE takes 2026-11-01 or 2026-11-01T12:00, "
-                              f"not {arg!r}")
+            raise ConfigError(text, f"since:DATE takes 2026-11-01, 2026-11-01T12:00 or a "
+                              f"run id, not {arg!r}" + _nearest(arg, ids))
         found = [r for r in runs if r.started >= arg]
         if not found:
             raise ConfigError(text, f"no run started since {arg} (the latest started "

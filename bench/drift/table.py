@@ -1,0 +1,83 @@
+"""The tables of bench/drift/README.md, made from the results files of
+``calibrate.py`` (simulated on recorded noise) and ``real.py`` (real nights
+through ``hpc-health run``)::
+
+    python -m bench.drift.table > /tmp/tables.md
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def _pct(part, whole):
+    return f"{part}/{whole} ({100 * part / whole:.0f} %)" if whole else "–"
+
+
+def calibration(res) -> list[str]:
+    budget = res["budget_nights_per_false_alarm"]
+    lines = [f"False alarms, healthy series of 365 nights scanned every night "
+             f"(window {res['window']} nights; budget: one in {budget} figure-nights):", "",
+             "| noise | figure-nights | alarms (new) | nights alarmed | one alarm in | "
+             "within budget |", "|---|---:|---:|---:|---:|---|"]
+    rows = res["false_alarms"] + [dict(res["recorded_pooled"], noise="all nine recordings",
+                                       nights_alarmed=None)]
+    for f in rows:
+        every = f["nights_per_false_alarm"]
+        lines.append(f"| {f['noise']} | {f['nights']} | {f['alarm_onsets']} | "
+                     f"{'–' if f.get('nights_alarmed') is None else f['nights_alarmed']} | "
+                     f"{every or 'none'} | {'yes' if not every or every >= budget else 'no'} |")
+    lines += ["", "Steps after 30 healthy nights, the night's figure scaled to the stated "
+              "spread:", "",
+              "| noise | spread | step | DRIFTING within 5 nights | within 10 | "
+              "its night named +-1 (of those found) |", "|---|---:|---:|---|---|---|"]
+    for d in res["detection"]:
+        lines.append(f"| {d['noise']} | {100 * d['spread']:.0f} % | {100 * d['step']:.0f} % | "
+                     f"{_pct(d['within_5'], d['series'])} | {_pct(d['within_10'], d['series'])} "
+                     f"| {_pct(d['located_within_1'], d['within_10'])} |")
+    return lines
+
+
+def real(res) -> list[str]:
+    ref = res["reference"]
+    clean = res["clean"]
+    false = sum(1 for c in clean if res["figure"] in c["drifting"])
+    lines = [f"`hpc-health run --site local -- -n {res['check']}`, figure {res['figure']} "
+             f"(reference {ref['value']:.4g} {ref['unit']}); {len(clean)} clean nights "
+             f"({false} DRIFTING), then per series up to {res['max_nights']} nights with "
+             f"the PMPI delay; {res['seconds']} s in all, "
+             f"{len(res['discarded_runs'])} disturbed nights re-run.", "",
+             "| step | series | DRIFTING within 5 nights | within 10 | its night named +-1 "
+             "(of those found) | change named (median) |", "|---:|---:|---|---|---|---:|"]
+    for worse in sorted({s["worse"] for s in res["series"]}, reverse=True):
+        ss = [s for s in res["series"] if s["worse"] == worse]
+        found = [s for s in ss if s["found_on"]]
+        changes = sorted(s["change"] for s in found)
+        med = f"{100 * changes[len(changes) // 2]:+.1f} %" if changes else "–"
+        lines.append(f"| {100 * worse:.0f} % | {len(ss)} | "
+                     f"{_pct(sum(s['found_on'] <= 5 for s in found), len(ss))} | "
+                     f"{_pct(len(found), len(ss))} | "
+                     f"{_pct(sum(bool(s['located']) for s in found), len(found))} | {med} |")
+    return lines
+
+
+def main() -> int:
+    out = []
+    cal = HERE / "calibration.json"
+    if cal.exists():
+        out += ["### Simulated on the recorded noise (calibrate.py)", ""]
+        out += calibration(json.loads(cal.read_text())) + [""]
+    rl = HERE / "real.json"
+    if rl.exists():
+        out += ["### Real nights through hpc-health run (real.py)", ""]
+        out += real(json.loads(rl.read_text())) + [""]
+    print("\n".join(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

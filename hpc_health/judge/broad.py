@@ -1,0 +1,97 @@
+"""Many figures a little worse tonight: the night as a whole against the
+site's own nights.
+
+Each figure alone may sit inside its bounds while together they say the
+machine changed (a new MPI, a kernel, a BIOS setting).  Figures are not
+independent witnesses, though: an episode of the host moves many of them at
+once, so counting figures (a sign test) would call every noisy night a
+shift.  The unit is the night: its index is the median, over the figures it
+measured, of each figure against its reference (log ratio, signed so that
+worse is positive).  Tonight's index is judged against the indices of the
+site's recent nights over the same figures, their spread included, so the
+yardstick is this site's own night-to-night variation of the whole.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from hpc_health.judge.stats.constants import HIGHER, LOWER, MAD_TO_SIGMA
+
+if TYPE_CHECKING:
+    from hpc_health.judge.trends import Trend
+
+BROADLY_WORSE = "BROADLY WORSE"
+#: Recent nights needed before a night is judged as a whole.
+MIN_NIGHTS = 10
+#: Tonight's index must lie this many robust sigmas of the recent nights'
+#: indices above their median (about one night in 700 for normal nights;
+#: the indices' episodes make the tail heavier, hence three and not two).
+SIGMAS = 3.0
+#: ... and be at least this much worse than usual (below it, print
+#: resolution and compiler noise, as for a reference's bound).
+MIN_CHANGE = 0.03
+#: Smallest spread of the nightly index assumed (log scale).
+MIN_SPREAD = 0.005
+
+
+@dataclass
+class BroadNight:
+    """Tonight's figures taken together against the recent nights."""
+    figures: int            # figures with a reference measured tonight
+    worse: int              # of those, worse than their own recent median
+    change: float           # tonight's index: the median figure against its reference
+    usual: float            # the recent nights' median index
+    spread: float           # their robust spread (log scale)
+    nights: int             # recent nights judged against
+    word: str | None        # BROADLY_WORSE or None
+
+    @property
+    def beyond(self) -> float:
+        """How much worse than usual the whole night is (fraction)."""
+        return math.expm1(math.log1p(self.change) - math.log1p(self.usual))
+
+
+def tonight(trends: Sequence[Trend], tonight_run: str) -> BroadNight | None:
+    """The broad verdict on run *tonight_run* from the trends of the recent
+    runs (:func:`hpc_health.judge.trends.trends`), or None when tonight has
+    no figure with a reference or fewer than :data:`MIN_NIGHTS` earlier runs
+    measured them."""
+    per_run: dict[str, list[float]] = {}
+    own_usual: list[tuple[float, float]] = []
+    for t in trends:
+        if not t.runs or t.runs[-1] != tonight_run or not t.reference or t.reference <= 0 \
+                or t.better not in (HIGHER, LOWER):
+            continue
+        sign = 1.0 if t.better == LOWER else -1.0
+        ratios = [(run, sign * math.log(v / t.reference))
+                  for run, v in zip(t.runs, t.values) if v is not None and v > 0]
+        if not ratios or ratios[-1][0] != tonight_run:
+            continue
+        for run, r in ratios:
+            per_run.setdefault(run, []).append(r)
+        past = [r for _, r in ratios[:-1]]
+        if past:
+            own_usual.append((ratios[-1][1], float(np.median(past))))
+    figures = len(per_run.get(tonight_run, []))
+    if not figures:
+        return None
+    # Past nights that measured at least half of tonight's figures.
+    past_index = [float(np.median(rs)) for run, rs in per_run.items()
+                  if run != tonight_run and len(rs) * 2 >= figures]
+    if len(past_index) < MIN_NIGHTS:
+        return None
+    now = float(np.median(per_run[tonight_run]))
+    usual = float(np.median(past_index))
+    spread = max(MAD_TO_SIGMA * float(np.median(np.abs(np.asarray(past_index) - usual))),
+                 MIN_SPREAD)
+    worse = sum(r > u for r, u in own_usual)
+    word = (BROADLY_WORSE if now - usual >= max(SIGMAS * spread, math.log1p(MIN_CHANGE))
+            and worse * 2 > len(own_usual) else None)
+    return BroadNight(figures, worse, math.expm1(now), math.expm1(usual), spread,
+                      len(past_index), word)

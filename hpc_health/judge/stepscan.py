@@ -1,0 +1,191 @@
+"""The sustained step to worse: a change-point scan judged against the
+figure's own noise.
+
+Every night, each figure's recent nights are asked whether they split into
+"before" and "since run R" with the nights since R worse.  For each split
+the difference of the means of the (winsorised) log values, in units of its
+standard error (Student's t), is the statistic; its largest value over all
+splits says where, and how clearly.
+
+How large that maximum gets on a healthy figure depends on its noise, and
+the noise of nightly figures comes in episodes (runs in a row sitting a few
+per cent apart; 8 B latency at 2.6x for five runs), which any fixed
+threshold either calls steps or pays for with blindness on quiet figures.
+So the threshold is the figure's own: its nights, with the candidate step
+taken out, are resampled in blocks (so their episodes survive)
+:data:`RESAMPLES` times, and a step is reported only when the statistic
+exceeds what those healthy copies exceed on one night in
+:data:`NIGHTS_PER_FALSE_ALARM`, and what independent normal nights exceed
+as often (:data:`NORMAL_LIMITS`: the floor no noise goes below, and the
+guard against a low estimate from few nights).  With ~150 figures that
+is one false ``DRIFTING`` per site a month; the window slides, so tonight's
+alarm and tomorrow's are one finding and new alarms are rarer still.  The
+resampling is seeded by the series, so ``history`` and the nightly run give
+the same answer for the same nights.  ``bench/drift/calibrate.py`` measures
+the false alarms and what is found on the recorded noise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from hpc_health.judge.stats.constants import BOUND_FLOOR, HIGHER, LOWER
+
+#: The false-alarm budget: one figure in this many healthy nights (a site of
+#: 150 figures, one false alarm in 30 nights).
+NIGHTS_PER_FALSE_ALARM = 4500
+#: Fewest nights on either side of a split: one bad night is tonight's
+#: verdict's business, two can be an episode; three start a level.
+MIN_SIDE = 3
+#: Share of the largest successive differences left out of the spread.
+TRIM_SHARE = 0.1
+#: Smallest nightly spread assumed (log scale): figures printed with two
+#: digits (0.16 us) move by whole quanta.
+MIN_SPREAD_NIGHT = 0.01
+#: Winsorising: a night counts at most this many nightly spreads from the
+#: series' median, so one wild night cannot make a step on its own.
+CLIP_SPREADS = 5.0
+#: The least a threshold can be, by number of nights: the statistic's
+#: (1 - 1/4500) quantile on independent normal nights (400 000 simulated
+#: series per length; ``python bench/drift/calibrate.py --normal-limits``).
+#: A figure's own threshold is never below it: episodes only add to what
+#: noise can do.  Lengths between two entries take the shorter one's.
+NORMAL_LIMITS = {6: 13.18, 7: 11.56, 8: 9.49, 9: 7.91, 10: 7.28, 12: 6.45, 15: 6.0,
+                 20: 5.53, 25: 5.27, 30: 5.05, 40: 4.84, 50: 4.76, 60: 4.68, 100: 4.6,
+                 200: 4.57, 365: 4.53}
+#: Mean block length of the resampled nights: the recorded series' episodes
+#: last 3-5 runs.
+BLOCK_NIGHTS = 5.0
+#: Resampled series a threshold is fitted to.
+RESAMPLES = 1000
+_TAIL = 0.1
+
+
+def worse_log(values: Sequence[float], direction: str) -> tuple[np.ndarray, np.ndarray]:
+    """(log values signed so that positive is worse, their indices into
+    *values*): nights without a positive figure are left out (a failed check
+    has none; samples of 0 are below the timer and say nothing)."""
+    x = np.asarray(values, dtype=float)
+    keep = np.flatnonzero(np.isfinite(x) & (x > 0))
+    sign = 1.0 if direction == LOWER else -1.0
+    return sign * np.log(x[keep]), keep
+
+
+def nightly_spread(y: np.ndarray) -> np.ndarray:
+    """Spread of one night (log scale) from successive differences, along
+    the last axis.  The mean absolute difference without the largest
+    :data:`TRIM_SHARE` of them: a step moves one difference, and a median
+    would be 0 for a figure that repeats its printed value most nights
+    (0.16 us, 0.16 us, 0.17 us)."""
+    d = np.sort(np.abs(np.diff(y, axis=-1)), axis=-1)
+    keep = d.shape[-1] - max(1, int(TRIM_SHARE * d.shape[-1]))
+    # E|x_i - x_j| = 2 sigma / sqrt(pi) for two normal draws
+    return np.maximum(d[..., :keep].mean(axis=-1) * math.sqrt(math.pi) / 2.0,
+                      MIN_SPREAD_NIGHT)
+
+
+def statistics(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For series *y* (last axis: nights, worse is positive): the scan
+    statistic, the split it was found at (the first night of "since") and the
+    nightly spread at that split.  One series or a batch of equal length.
+
+    At each split the statistic is Student's t of the two sides'
+    means, with the spread pooled around each side's own mean (so the step
+    is not counted as noise).  Nights are first held within
+    :data:`CLIP_SPREADS` of the median, in units of :func:`nightly_spread`."""
+    y = np.asarray(y, dtype=float)
+    n = y.shape[-1]
+    med = np.median(y, axis=-1, keepdims=True)
+    reach = CLIP_SPREADS * nightly_spread(y)[..., None]
+    y = np.clip(y, med - reach, med + reach)
+    c = np.arange(MIN_SIDE, n - MIN_SIDE + 1)
+    csum, csq = np.cumsum(y, axis=-1), np.cumsum(y * y, axis=-1)
+    head = csum[..., c - 1]
+    before, since = head / c, (csum[..., -1:] - head) / (n - c)
+    sse = csq[..., -1:] - c * before ** 2 - (n - c) * since ** 2
+    spread = np.maximum(np.sqrt(np.maximum(sse, 0.0) / (n - 2)), MIN_SPREAD_NIGHT)
+    t = (since - before) / (spread * np.sqrt(1.0 / c + 1.0 / (n - c)))
+    best = np.argmax(t, axis=-1)[..., None]
+    return (np.take_along_axis(t, best, -1)[..., 0], c[best[..., 0]],
+            np.take_along_axis(spread, best, -1)[..., 0])
+
+
+def resample(residuals: np.ndarray, count: int, rng: np.random.Generator,
+             block: float = BLOCK_NIGHTS) -> np.ndarray:
+    """*count* series as long as *residuals*, drawn from it in circular blocks
+    of geometric length with mean *block* (the stationary bootstrap)."""
+    n = residuals.size
+    nights = np.arange(n)
+    jump = rng.random((count, n)) < 1.0 / block
+    jump[:, 0] = True
+    # each night's block began at the latest jump; it starts at a random night
+    began = np.maximum.accumulate(np.where(jump, nights, 0), axis=1)
+    start = np.take_along_axis(rng.integers(0, n, (count, n)), began, axis=1)
+    pos = (start + nights - began) % n
+    return residuals[pos]
+
+
+def normal_limit(nights: int) -> float:
+    """:data:`NORMAL_LIMITS` for a series of *nights* nights."""
+    return NORMAL_LIMITS[max(k for k in NORMAL_LIMITS if k <= max(nights, 6))]
+
+
+def own_threshold(y: np.ndarray, split: int, resamples: int = RESAMPLES) -> float:
+    """The statistic a healthy series like *y* exceeds on one night in
+    :data:`NIGHTS_PER_FALSE_ALARM`: *y*'s own nights with the step at *split*
+    taken out (each side less its median), resampled *resamples* times, and
+    the budget's quantile of the maxima found from their tail."""
+    residuals = np.concatenate([y[:split] - np.median(y[:split]),
+                                y[split:] - np.median(y[split:])])
+    seed = int.from_bytes(hashlib.blake2b(y.tobytes(), digest_size=8).digest(), "little")
+    maxima = statistics(resample(residuals, resamples, np.random.default_rng(seed), BLOCK_NIGHTS))[0]
+    # The budget's quantile from the tail: the maxima above their 90th
+    # percentile, taken as exponential (the peaks-over-threshold estimate;
+    # a bounded statistic's tail is lighter, so this errs high).
+    top = np.quantile(maxima, 1.0 - _TAIL)
+    excess = float(np.mean(maxima[maxima > top] - top)) if np.any(maxima > top) else 0.0
+    return float(top) + excess * math.log(_TAIL * NIGHTS_PER_FALSE_ALARM)
+
+
+def scan(values: Sequence[float], direction: str, *,
+         min_change: float = BOUND_FLOOR) -> dict | None:
+    """The night since which the series has stayed worse, or None.
+
+    *values*: one figure per night (the night's median), oldest first.  A
+    step is reported when the scan statistic is above the normal noise's
+    limit (:func:`normal_limit`) and the figure's own threshold
+    (:func:`own_threshold`), the median since the split is worse than the
+    median before by at least *min_change* (a fraction), and the last
+    :data:`MIN_SIDE` nights are still worse by half of that step (not
+    recovered).
+
+    Returns ``{"index" (into values), "magnitude" (fraction, positive =
+    worse), "nights" (since), "nights_before", "before", "after", "sigma" (nightly, log), "statistic",
+    "threshold"}``.
+    """
+    if direction not in (HIGHER, LOWER):
+        raise ValueError(f"direction must be {HIGHER!r} or {LOWER!r}, not {direction!r}")
+    y, idx = worse_log(values, direction)
+    if y.size < 2 * MIN_SIDE:
+        return None
+    t_arr, c_arr, s_arr = statistics(y)
+    t, c, sigma = float(t_arr), int(c_arr), float(s_arr)
+    floor = normal_limit(y.size)
+    if t <= floor:
+        return None
+    before, after = float(np.median(y[:c])), float(np.median(y[c:]))
+    step = after - before
+    if step < math.log1p(min_change) or np.median(y[-MIN_SIDE:]) - before < step / 2:
+        return None
+    limit = max(floor, own_threshold(y, c))
+    if t <= limit:
+        return None
+    sign = 1.0 if direction == LOWER else -1.0
+    return {"index": int(idx[c]), "magnitude": math.expm1(step),
+            "nights": int(y.size - c), "nights_before": c, "before": math.exp(sign * before),
+            "after": math.exp(sign * after), "sigma": sigma, "statistic": t,
+            "threshold": limit}

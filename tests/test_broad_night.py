@@ -1,0 +1,92 @@
+"""The night as a whole: many figures a little worse tonight, judged against
+the site's own recent nights (hpc_health.judge.broad), on stored nights made
+from the nine recorded noise series, one figure each."""
+
+import csv
+from pathlib import Path
+
+import yaml
+from store_fixtures import case, write_run
+
+from hpc_health.judge import broad, drift
+from hpc_health.run.console import broad_line
+from hpc_health.store import index, references
+
+NOISE = Path(__file__).parent / "data" / "noise"
+BETTER = {"MB/s": "higher", "MiB/s": "higher", "us": "lower"}
+
+
+def _figures():
+    out = {}
+    for path in sorted(NOISE.glob("*.csv")):
+        with open(path) as fp:
+            rows = list(csv.DictReader(fp))
+        out[path.stem] = ([float(r["value"]) for r in rows], rows[0]["unit"])
+    return out
+
+
+FIGURES = _figures()
+
+
+def _night(n, factor=None):
+    """Night *n* of every recording; *factor* (name -> fraction worse)."""
+    cases = []
+    for name, (values, unit) in FIGURES.items():
+        v = values[n % 30]
+        worse = (factor or {}).get(name, 0.0)
+        v = v * (1 + worse) if BETTER[unit] == "lower" else v / (1 + worse)
+        cases.append(case(f"Check_{name}", "value", v, unit))
+    return cases
+
+
+def _store(tmp_path, monkeypatch, tonight_factor):
+    store = tmp_path / "store"
+    monkeypatch.setenv("HPC_HEALTH_STORE", str(store))
+    for n in range(30):
+        rid = f"202611{n + 1:02d}T020000Z"
+        write_run(store, "local", rid, _night(n), started=rid)
+    write_run(store, "local", "20261201T020000Z", _night(7, tonight_factor),
+              started="20261201T020000Z")
+    refs = {f"Check_{name}": {"local:default": {"value": [
+        sorted(values[:10])[5], -0.5, 0.5, unit]}} for name, (values, unit) in FIGURES.items()}
+    path = tmp_path / "local.yaml"
+    path.write_text(yaml.safe_dump(refs))
+    return references.load(path)
+
+
+def _whole(refs):
+    with index.open_index() as idx:
+        runs = idx.listing("local").runs
+        return drift.across_nights(idx, runs, refs, runs[-1].run_id)[1]
+
+
+def test_every_figure_eight_percent_worse_tonight_is_broadly_worse(tmp_path, monkeypatch):
+    refs = _store(tmp_path, monkeypatch, {name: 0.08 for name in FIGURES})
+    whole = _whole(refs)
+    assert whole.word == broad.BROADLY_WORSE and whole.figures == 9 and whole.nights == 30
+    assert whole.worse >= 7
+    assert 0.05 < whole.beyond < 0.12
+    line = broad_line(whole)
+    assert line.startswith(f"BROADLY WORSE tonight: {whole.worse} of 9 figures worse")
+    assert "than usual" in line
+
+
+def test_an_ordinary_night_and_one_figure_far_worse_are_not_broad(tmp_path, monkeypatch):
+    whole = _whole(_store(tmp_path / "a", monkeypatch, {}))
+    assert whole is not None and whole.word is None
+    # One figure 60 % worse: that figure's verdict's business, not the night's.
+    whole = _whole(_store(tmp_path / "b", monkeypatch, {"osu_bw_4MiB": 0.6}))
+    assert whole.word is None
+
+
+def test_too_few_nights_or_no_reference_give_no_broad_verdict(tmp_path, monkeypatch):
+    store = tmp_path / "store"
+    monkeypatch.setenv("HPC_HEALTH_STORE", str(store))
+    for n in range(5):
+        rid = f"202611{n + 1:02d}T020000Z"
+        write_run(store, "local", rid, _night(n, {name: 0.2 * (n == 4) for name in FIGURES}),
+                  started=rid)
+    refs = _store(tmp_path / "x", monkeypatch, {})   # references of the nine figures
+    monkeypatch.setenv("HPC_HEALTH_STORE", str(store))
+    assert _whole(refs) is None                       # 4 earlier nights
+    assert _whole(None) is None                       # nothing to be against
