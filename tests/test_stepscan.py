@@ -31,10 +31,12 @@ def _worse(values, frac, direction):
     return [v * factor for v in values]
 
 
-#: A recording that holds a drop that lasts: 2-thread STREAM 8 % lower for
-#: runs 11-22.  As nights it is a sustained step to worse, and is named as
-#: one: (first night it is named, the night it is dated at, its size).
-STEP_LIKE = {"stream_triad_2t": (15, 10, (0.07, 0.1))}
+#: Two recordings hold a drop that lasts: 2-thread STREAM 8 % lower for
+#: runs 11-22, 8 B latency at 2.6x for runs 22-26.  As nights, each is a
+#: sustained step to worse, and is named as one: (first night it is
+#: named, the night it is dated at, its size).
+STEP_LIKE = {"stream_triad_2t": (15, 10, (0.07, 0.1)),
+             "osu_latency_8B": (24, 21, (1.3, 1.8))}
 
 
 @pytest.mark.parametrize("name", RECORDINGS)
@@ -82,7 +84,7 @@ def test_steps_on_quiet_nights_are_found_within_days_and_dated():
         found += hit is not None
         dated += hit is not None and abs(hit["index"] - 30) <= 1
     assert false == 0
-    assert found >= 45 and dated >= 0.8 * found      # measured: 56 found, 55 dated
+    assert found >= 45 and dated >= 0.8 * found      # measured: 57 found, 56 dated
 
 
 def test_an_improvement_and_a_dip_that_recovered_are_not_drift():

@@ -3,7 +3,7 @@ figure's own noise.
 
 Every night, each figure's recent nights are asked whether they split into
 "before" and "since run R" with the nights since R worse.  For each split
-the difference of the means of the (winsorised) log values, in units of its
+the difference of the means of the log values, in units of its
 standard error (Student's t), is the statistic; its largest value over all
 splits says where, and how clearly.
 
@@ -41,22 +41,17 @@ NIGHTS_PER_FALSE_ALARM = 4500
 #: Fewest nights on either side of a split: one bad night is tonight's
 #: verdict's business, two can be an episode; three start a level.
 MIN_SIDE = 3
-#: Share of the largest successive differences left out of the spread.
-TRIM_SHARE = 0.1
 #: Smallest nightly spread assumed (log scale): figures printed with two
 #: digits (0.16 us) move by whole quanta.
 MIN_SPREAD_NIGHT = 0.01
-#: Winsorising: a night counts at most this many nightly spreads from the
-#: series' median, so one wild night cannot make a step on its own.
-CLIP_SPREADS = 5.0
 #: The least a threshold can be, by number of nights: the statistic's
 #: (1 - 1/4500) quantile on independent normal nights (400 000 simulated
 #: series per length; ``python bench/drift/calibrate.py --normal-limits``).
 #: A figure's own threshold is never below it: episodes only add to what
 #: noise can do.  Lengths between two entries take the shorter one's.
-NORMAL_LIMITS = {6: 13.18, 7: 11.56, 8: 9.49, 9: 7.91, 10: 7.28, 12: 6.45, 15: 6.0,
-                 20: 5.53, 25: 5.27, 30: 5.05, 40: 4.84, 50: 4.76, 60: 4.68, 100: 4.6,
-                 200: 4.57, 365: 4.53}
+NORMAL_LIMITS = {6: 10.88, 7: 9.67, 8: 9.01, 9: 7.77, 10: 7.19, 12: 6.34, 15: 5.97,
+                 20: 5.53, 25: 5.27, 30: 5.05, 40: 4.84, 50: 4.76, 60: 4.67, 100: 4.6,
+                 200: 4.58, 365: 4.54}
 #: Mean block length of the resampled nights: the recorded series' episodes
 #: last 3-5 runs.
 BLOCK_NIGHTS = 5.0
@@ -75,19 +70,6 @@ def worse_log(values: Sequence[float], direction: str) -> tuple[np.ndarray, np.n
     return sign * np.log(x[keep]), keep
 
 
-def nightly_spread(y: np.ndarray) -> np.ndarray:
-    """Spread of one night (log scale) from successive differences, along
-    the last axis.  The mean absolute difference without the largest
-    :data:`TRIM_SHARE` of them: a step moves one difference, and a median
-    would be 0 for a figure that repeats its printed value most nights
-    (0.16 us, 0.16 us, 0.17 us)."""
-    d = np.sort(np.abs(np.diff(y, axis=-1)), axis=-1)
-    keep = d.shape[-1] - max(1, int(TRIM_SHARE * d.shape[-1]))
-    # E|x_i - x_j| = 2 sigma / sqrt(pi) for two normal draws
-    return np.maximum(d[..., :keep].mean(axis=-1) * math.sqrt(math.pi) / 2.0,
-                      MIN_SPREAD_NIGHT)
-
-
 def statistics(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For series *y* (last axis: nights, worse is positive): the scan
     statistic, the split it was found at (the first night of "since") and the
@@ -95,13 +77,12 @@ def statistics(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
     At each split the statistic is Student's t of the two sides'
     means, with the spread pooled around each side's own mean (so the step
-    is not counted as noise).  Nights are first held within
-    :data:`CLIP_SPREADS` of the median, in units of :func:`nightly_spread`."""
+    is not counted as noise).  Not winsorised: clipped at a few spreads
+    from the median, a step of several spreads would be clipped too (a
+    slow launcher's 4x was); one wild night is kept from making a step by
+    :func:`scan`'s medians instead."""
     y = np.asarray(y, dtype=float)
     n = y.shape[-1]
-    med = np.median(y, axis=-1, keepdims=True)
-    reach = CLIP_SPREADS * nightly_spread(y)[..., None]
-    y = np.clip(y, med - reach, med + reach)
     c = np.arange(MIN_SIDE, n - MIN_SIDE + 1)
     csum, csq = np.cumsum(y, axis=-1), np.cumsum(y * y, axis=-1)
     head = csum[..., c - 1]
