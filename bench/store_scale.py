@@ -547,6 +547,7 @@ def _size_mib(path):
 
 
 def main(argv=None):
+    global STEP_SHARE
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--from-run", type=Path,
                    help="a real run directory (default: the latest run of site local in "
@@ -573,7 +574,6 @@ def main(argv=None):
     p.add_argument("--json", type=Path, help="write the timings here")
     args = p.parse_args(argv)
 
-    global STEP_SHARE
     STEP_SHARE = args.step_share
     src = (args.from_run or latest_run()).resolve()
     temp = None

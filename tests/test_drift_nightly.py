@@ -5,9 +5,10 @@ did not measure, are not."""
 
 from pathlib import Path
 
+import numpy as np
 from store_fixtures import case, series, write_run
 
-from hpc_health.judge import drift
+from hpc_health.judge import drift, stepscan
 from hpc_health.run.console import drift_lines, next_step
 from hpc_health.store import index
 
@@ -131,3 +132,30 @@ def test_report_shows_what_the_run_found_across_nights(tmp_path):
     assert res.returncode == 0, res.stderr
     assert ("DRIFTING  StreamTriadScaling  triad on local:default: since run 20261016T020000Z: "
             "-9.6 %, 9 runs (found by this run)") in res.stdout
+
+
+QUIET_KEY = ("OsuPointToPoint", "bw_4MiB", "MB/s")
+
+
+def test_a_five_percent_step_on_a_quiet_figure_is_drifting(tmp_path, monkeypatch):
+    """20 nights of a figure quiet to 1.5 % (seeded), then 5 % worse: by the
+    tenth night after the step the nightly run names it, at its night."""
+    rng = np.random.default_rng(5)
+    values = list(10000 * np.exp(rng.normal(0.0, 0.015, 30)))
+    values[20:] = [v * 0.95 for v in values[20:]]
+    _store(tmp_path, monkeypatch, [{QUIET_KEY: v} for v in values])
+    (d,), runs = _drifting()
+    assert abs([r.run_id for r in runs].index(d.run) - 20) <= 1
+    assert -0.08 < d.change < -0.03
+
+
+def test_no_night_of_a_long_clean_series_is_drifting(tmp_path, monkeypatch):
+    """200 clean nights (3 %, seeded): no window of the nightly test finds a
+    step, and the stored series' last night is not DRIFTING."""
+    rng = np.random.default_rng(6)
+    values = list(10000 * np.exp(rng.normal(0.0, 0.03, 200)))
+    for night in range(6, 201):
+        window = values[max(0, night - drift.DRIFT_NIGHTS):night]
+        assert stepscan.scan(window, "higher") is None, night
+    _store(tmp_path, monkeypatch, [{QUIET_KEY: v} for v in values])
+    assert _drifting()[0] == []

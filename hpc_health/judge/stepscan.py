@@ -48,7 +48,8 @@ MIN_SPREAD_NIGHT = 0.01
 #: (1 - 1/4500) quantile on independent normal nights (400 000 simulated
 #: series per length; ``python bench/drift/calibrate.py --normal-limits``).
 #: A figure's own threshold is never below it: episodes only add to what
-#: noise can do.  Lengths between two entries take the shorter one's.
+#: noise can do.  Lengths between two entries take the shorter one's (and
+#: `history` of more than a year the 365 nights').
 NORMAL_LIMITS = {6: 10.88, 7: 9.67, 8: 9.01, 9: 7.77, 10: 7.19, 12: 6.34, 15: 5.97,
                  20: 5.53, 25: 5.27, 30: 5.05, 40: 4.84, 50: 4.76, 60: 4.67, 100: 4.6,
                  200: 4.58, 365: 4.54}
