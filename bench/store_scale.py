@@ -12,7 +12,7 @@ runs on), then times the commands as a user runs them -- a whole
 ``python -m hpc_health ...`` process, best and median of --repeat:
 
 - the first read, which builds the index from the run directories (once);
-- ``history`` of one figure, ``compare last:5 last:5`` and
+- ``history`` of one figure (and ``--all``), and
   ``compare tag:before-upgrade tag:after-upgrade``, ``report`` of the
   latest run, with the index;
 - the same with the index deleted before each (its rebuild cost);
@@ -415,6 +415,13 @@ def remove_worktree(path):
     shutil.rmtree(path.parent, ignore_errors=True)
 
 
+def _has_index(code_root):
+    """Whether the code at *code_root* has the store's index (flat before
+    the layered tree, under store/ since)."""
+    pkg = Path(code_root) / "hpc_health"
+    return (pkg / "index.py").exists() or (pkg / "store" / "index.py").exists()
+
+
 def commands(figures, code_root):
     """{name: arguments} of the commands timed, as the code at *code_root*
     spells them: before the index, `compare` took two SITE[:PARTITION] and
@@ -422,10 +429,9 @@ def commands(figures, code_root):
     out = {f"history ({kind} figure)": ["history", "--site", SITE, "--check", check,
                                         "--var", var]
            for kind, (check, var) in figures.items()}
-    if not (Path(code_root) / "hpc_health" / "index.py").exists():
+    if not _has_index(code_root):
         out["compare local local"] = ["compare", SITE, SITE]
     else:
-        out["compare last:5 last:5"] = ["compare", "--site", SITE, "last:5", "last:5"]
         out["compare before/after upgrade"] = ["compare", "--site", SITE, "tag:before-upgrade",
                                                "tag:after-upgrade"]
     out["report"] = ["report", "--site", SITE]
@@ -477,7 +483,7 @@ def measure(store, figures, repeat, others=()):
     for name, args in new.items():
         rows.append(timed(name, "this", args, REPO, store, repeat))
     print("timing with the index deleted before each", file=sys.stderr)
-    for name in (history, "compare last:5 last:5"):
+    for name in (history, "compare before/after upgrade"):
         rows.append(timed(name + ", index deleted", "this", new[name], REPO, store, repeat,
                           fresh_index=True, index="rebuilt"))
     for name, args in new.items():
@@ -486,7 +492,7 @@ def measure(store, figures, repeat, others=()):
     inproc["nightly drift test, after the night is judged (this)"] = nightly_drift(store)
     for label, tree in others:
         cmds = commands(figures, tree)
-        indexed = "kept" if (tree / "hpc_health" / "index.py").exists() else "none"
+        indexed = "kept" if _has_index(tree) else "none"
         print(f"timing the code of {label} ({tree})", file=sys.stderr)
         for name, args in cmds.items():
             rows.append(timed(name, label, args, tree, store, repeat, index=indexed))

@@ -24,7 +24,7 @@ nights, as ``hpc-health run`` does.
 
 ::
 
-    python bench/drift/calibrate.py              # about 5 minutes on 2 cores
+    python bench/drift/calibrate.py              # about a minute on 2 cores
     python bench/drift/calibrate.py --quick      # fewer series, for a look
     python bench/drift/calibrate.py --normal-limits   # stepscan.NORMAL_LIMITS' source
 

@@ -56,8 +56,9 @@ NORMAL_LIMITS = {6: 10.88, 7: 9.67, 8: 9.01, 9: 7.77, 10: 7.19, 12: 6.34, 15: 5.
 #: Mean block length of the resampled nights: the recorded series' episodes
 #: last 3-5 runs.
 BLOCK_NIGHTS = 5.0
-#: Resampled series a threshold is fitted to.
+#: Resampled series a threshold is fitted to, and the most nights of each.
 RESAMPLES = 1000
+RESAMPLED_NIGHTS = 60
 _TAIL = 0.1
 
 
@@ -97,16 +98,17 @@ def statistics(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def resample(residuals: np.ndarray, count: int, rng: np.random.Generator,
-             block: float = BLOCK_NIGHTS) -> np.ndarray:
-    """*count* series as long as *residuals*, drawn from it in circular blocks
-    of geometric length with mean *block* (the stationary bootstrap)."""
+             block: float = BLOCK_NIGHTS, length: int | None = None) -> np.ndarray:
+    """*count* series of *length* nights (default: as many as *residuals*),
+    drawn from *residuals* in circular blocks of geometric length with mean
+    *block* (the stationary bootstrap)."""
     n = residuals.size
-    nights = np.arange(n)
-    jump = rng.random((count, n)) < 1.0 / block
+    nights = np.arange(length or n)
+    jump = rng.random((count, nights.size)) < 1.0 / block
     jump[:, 0] = True
     # each night's block began at the latest jump; it starts at a random night
     began = np.maximum.accumulate(np.where(jump, nights, 0), axis=1)
-    start = np.take_along_axis(rng.integers(0, n, (count, n)), began, axis=1)
+    start = np.take_along_axis(rng.integers(0, n, (count, nights.size)), began, axis=1)
     pos = (start + nights - began) % n
     return residuals[pos]
 
@@ -124,7 +126,12 @@ def own_threshold(y: np.ndarray, split: int, resamples: int = RESAMPLES) -> floa
     residuals = np.concatenate([y[:split] - np.median(y[:split]),
                                 y[split:] - np.median(y[split:])])
     seed = int.from_bytes(hashlib.blake2b(y.tobytes(), digest_size=8).digest(), "little")
-    maxima = statistics(resample(residuals, resamples, np.random.default_rng(seed), BLOCK_NIGHTS))[0]
+    # Copies of at most RESAMPLED_NIGHTS (a year's history costs what two
+    # months do): the statistic's quantile falls with the length
+    # (NORMAL_LIMITS), so a shorter copy's threshold errs high.
+    copies = resample(residuals, resamples, np.random.default_rng(seed), BLOCK_NIGHTS,
+                      min(y.size, RESAMPLED_NIGHTS))
+    maxima = statistics(copies)[0]
     # The budget's quantile from the tail: the maxima above their 90th
     # percentile, taken as exponential (the peaks-over-threshold estimate;
     # a bounded statistic's tail is lighter, so this errs high).
