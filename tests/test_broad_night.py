@@ -9,7 +9,7 @@ import yaml
 from store_fixtures import case, write_run
 
 from hpc_health.judge import broad, drift
-from hpc_health.run.console import broad_line
+from hpc_health.run.console import broad_line, next_step
 from hpc_health.store import index, references
 
 NOISE = Path(__file__).parent / "data" / "noise"
@@ -69,6 +69,19 @@ def test_every_figure_eight_percent_worse_tonight_is_broadly_worse(tmp_path, mon
     line = broad_line(whole)
     assert line.startswith(f"BROADLY WORSE tonight: {whole.worse} of 9 figures worse")
     assert "than usual" in line
+    assert whole.previous == "20261130T020000Z"        # the night before tonight
+    step = next_step(_Site, [], _NoBaseline(), Path("/x") / "20261201T020000Z", whole=whole)
+    assert step.startswith("Next: tonight's figures are broadly worse than on the recent nights")
+    assert "hpc-health compare --site local 20261130T020000Z 20261201T020000Z" in step
+
+
+class _Site:
+    name = "local"
+
+
+class _NoBaseline:
+    complete = collecting = False
+    cases = ()
 
 
 def test_an_ordinary_night_and_one_figure_far_worse_are_not_broad(tmp_path, monkeypatch):

@@ -50,6 +50,7 @@ class BroadNight:
     spread: float           # their robust spread (log scale)
     nights: int             # recent nights judged against
     word: str | None        # BROADLY_WORSE or None
+    previous: str | None = None     # the latest of those nights (a run id)
 
     @property
     def beyond(self) -> float:
@@ -82,8 +83,9 @@ def tonight(trends: Sequence[Trend], tonight_run: str) -> BroadNight | None:
     if not figures:
         return None
     # Past nights that measured at least half of tonight's figures.
-    past_index = [float(np.median(rs)) for run, rs in per_run.items()
-                  if run != tonight_run and len(rs) * 2 >= figures]
+    earlier = [run for run, rs in per_run.items()
+               if run != tonight_run and len(rs) * 2 >= figures]
+    past_index = [float(np.median(per_run[run])) for run in earlier]
     if len(past_index) < MIN_NIGHTS:
         return None
     now = float(np.median(per_run[tonight_run]))
@@ -94,4 +96,4 @@ def tonight(trends: Sequence[Trend], tonight_run: str) -> BroadNight | None:
     word = (BROADLY_WORSE if now - usual >= max(SIGMAS * spread, math.log1p(MIN_CHANGE))
             and worse * 2 > len(own_usual) else None)
     return BroadNight(figures, worse, math.expm1(now), math.expm1(usual), spread,
-                      len(past_index), word)
+                      len(past_index), word, max(earlier))

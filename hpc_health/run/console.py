@@ -62,7 +62,7 @@ def drift_lines(drifts, nights):
     return lines
 
 
-def next_step(site, verdict_list, base, run_dir, adopted=False, drifts=()):
+def next_step(site, verdict_list, base, run_dir, adopted=False, drifts=(), whole=None):
     """One sentence on what to do now."""
     counts = {}
     for v in verdict_list:
@@ -75,6 +75,11 @@ def next_step(site, verdict_list, base, run_dir, adopted=False, drifts=()):
     if counts.get(verdicts.FAIL):
         return (f"Next: the FAIL lines above give each reason; ReFrame's full output is "
                 f"{run_dir / 'reframe.out'}")
+    if whole is not None and whole.word:
+        return (f"Next: tonight's figures are {whole.word.lower()} than on the recent nights "
+                "(above): what changed since the last run, software stack included: "
+                f"hpc-health compare --site {site.name} {whole.previous} {run_dir.name}; if it "
+                "stays, DRIFTING names each figure that moved")
     if drifts:
         d = drifts[0]
         return (f"Next: {len(drifts)} figure(s) have stayed worse for several runs (DRIFTING "

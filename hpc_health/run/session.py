@@ -232,7 +232,7 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
             adopted = capture.summary(proposals)[0] > 0
             for line in adoption_lines(base, written, proposals):
                 print(line, file=out)
-    print(next_step(site, verdict_list, base, run_dir, adopted, drifts), file=out)
+    print(next_step(site, verdict_list, base, run_dir, adopted, drifts, whole), file=out)
     return code
 
 
