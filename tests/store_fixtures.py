@@ -12,10 +12,20 @@ from pathlib import Path
 NOISE = Path(__file__).parent / "data" / "noise"
 
 
+def recording(name):
+    """(values, unit) of a recorded 30-run series (tests/data/noise/<name>.csv)."""
+    with open(NOISE / f"{name}.csv") as fp:
+        rows = list(csv.DictReader(fp))
+    return [float(r["value"]) for r in rows], rows[0]["unit"]
+
+
 def series(name):
     """Values of a recorded 30-run series (tests/data/noise/<name>.csv)."""
-    with open(NOISE / f"{name}.csv") as fp:
-        return [float(r["value"]) for r in csv.DictReader(fp)]
+    return recording(name)[0]
+
+
+#: The names of the recorded series.
+RECORDINGS = sorted(p.stem for p in NOISE.glob("*.csv"))
 
 
 # What these recorded figures' checks declare as better.

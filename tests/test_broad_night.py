@@ -2,30 +2,16 @@
 the site's own recent nights (hpc_health.judge.broad), on stored nights made
 from the nine recorded noise series, one figure each."""
 
-import csv
 from pathlib import Path
 
 import yaml
-from store_fixtures import case, write_run
+from store_fixtures import BETTER, RECORDINGS, case, recording, write_run
 
 from hpc_health.judge import broad, drift
 from hpc_health.run.console import broad_line, next_step
 from hpc_health.store import index, references
 
-NOISE = Path(__file__).parent / "data" / "noise"
-BETTER = {"MB/s": "higher", "MiB/s": "higher", "us": "lower"}
-
-
-def _figures():
-    out = {}
-    for path in sorted(NOISE.glob("*.csv")):
-        with open(path) as fp:
-            rows = list(csv.DictReader(fp))
-        out[path.stem] = ([float(r["value"]) for r in rows], rows[0]["unit"])
-    return out
-
-
-FIGURES = _figures()
+FIGURES = {name: recording(name) for name in RECORDINGS}
 
 
 def _night(n, factor=None):

@@ -4,26 +4,17 @@ every recording, a step found and dated, a dip that recovered and an
 improvement not reported.  What it finds at 5 and 10 % and its false-alarm
 rate over years of nights are measured by bench/drift/calibrate.py."""
 
-import csv
-from pathlib import Path
-
 import numpy as np
 import pytest
+from store_fixtures import BETTER, RECORDINGS, recording
 
 from hpc_health.judge import stepscan
 from hpc_health.judge.stats import HIGHER, LOWER
 
-NOISE = Path(__file__).parent / "data" / "noise"
-BETTER = {"MB/s": HIGHER, "MiB/s": HIGHER, "us": LOWER}
-
 
 def _recording(name):
-    with open(NOISE / f"{name}.csv") as fp:
-        rows = list(csv.DictReader(fp))
-    return [float(r["value"]) for r in rows], BETTER[rows[0]["unit"]]
-
-
-RECORDINGS = sorted(p.stem for p in NOISE.glob("*.csv"))
+    values, unit = recording(name)
+    return values, BETTER[unit]
 
 
 def _worse(values, frac, direction):

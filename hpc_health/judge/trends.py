@@ -78,10 +78,12 @@ def stack_changes(runs: Sequence[Run]) -> list[tuple[str, str]]:
 
 
 def trends(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None = None,
-           tick: Callable[[int, int], Any] = lambda step, total: None) -> list[Trend]:
+           tick: Callable[[int, int], Any] = lambda step, total: None,
+           level_shifts: bool = True) -> list[Trend]:
     """The trend of every figure measured in *runs* (oldest first), in the
     order of first appearance; *tick(1, figures)* is called once per figure
-    (progress)."""
+    (progress).  Without *level_shifts* the report's Pelt marks are not
+    drawn (the nightly drift test needs only the sustained step)."""
     points: dict[tuple, list[dict[str, Any]]] = {}
     for m in idx.figures(runs):
         if m.value is None or m.variable is None:
@@ -102,7 +104,8 @@ def trends(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None = None,
         ref = hist.reference_for(refs, pts[-1])
         _reference(t, refs, ref, last)
         if t.claims:
-            t.change_points = changepoint.change_points(t.values)
+            if level_shifts:
+                t.change_points = changepoint.change_points(t.values)
             step = hist.drift(pts, refs)
             if step:
                 t.worse_since = {"index": step["index"], "run": t.runs[step["index"]],
