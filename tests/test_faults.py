@@ -469,10 +469,10 @@ def test_a_benchmark_that_exits_non_zero_fails_with_its_own_words(tmp_path):
 @pytest.mark.slow
 def test_a_benchmark_killed_by_a_signal_is_a_fail_naming_the_launch(tmp_path):
     root = _slow_root(tmp_path)
-    # Three launches of a second or more each: one is caught and killed, the
-    # run ends soon after (with forty it ran on for minutes).
+    # One launch that runs for minutes unless killed: the killer cannot miss
+    # it (short launches could all end between two looks, and the test flipped).
     _edit_site(root, lambda d: d["partitions"]["default"].update(
-        kernels={"samples": 3, "barrier_iters": 200000}))
+        kernels={"samples": 1, "barrier_iters": 100000000}))
     proc = _start(root)
     try:
         _wait_for_the_benchmark(root)
@@ -480,7 +480,7 @@ def test_a_benchmark_killed_by_a_signal_is_a_fail_naming_the_launch(tmp_path):
         deadline = time.monotonic() + 60
         while subprocess.run(["pkill", "-KILL", "-f", rank]).returncode and \
                 time.monotonic() < deadline:
-            time.sleep(0.05)    # between two launches: kill the next one
+            time.sleep(0.05)    # not started yet
         out, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
