@@ -55,6 +55,7 @@ def _sandbox(tmp_path, **partition):
         "kernels": {"samples": 2, "halo_iters": 50, "barrier_iters": 200},
         "stream": {"samples": 2},
         "osu": {"iterations": 10, "warmup": 2, "samples": 2},
+        "osu_algorithms": {"rounds": 2},
         "ior": {"block_size": "2m", "segments": 2, "repetitions": 2},
         "mdtest": {"items": 50, "samples": 2},
         "scratch": str(tmp_path / "scratch"),
@@ -157,6 +158,34 @@ def test_every_check_is_built_by_spack_and_runs(runs):
     assert proc.returncode == 0, proc.stdout[-3000:]
     # No reference was measured on this machine: a baseline, never another's.
     assert "collecting a baseline on this hardware" in proc.stdout
+
+
+def test_each_collective_algorithm_is_run_and_proven_applied(runs):
+    proc, _, report = runs["cold"]
+    tc = _cases(report)["OsuCollectiveAlgorithms %benchmark=osu_allreduce"]
+    figures = {k.split(":")[-1] for k in tc["perfvalues"]}
+    assert {"latency_8B_default", "latency_1MiB_ring", "latency_1MiB_rabenseifner",
+            "default_over_best_8B", "default_over_best_1MiB"} <= figures
+    # Every forced algorithm's figure carries the proof the launch gave.
+    proofs = tc["figure_proof"]
+    assert proofs["latency_1MiB_ring"].startswith("forced through coll_tuned_<coll>_algorithm")
+    assert "coll/tuned" in proofs["latency_1MiB_ring"]
+    assert "APPLIED (3): forced through coll_tuned_<coll>_algorithm" in proc.stdout
+
+
+def test_a_forced_algorithm_the_mpi_replaced_or_refused_fails_with_the_reason(root, runs):
+    sweep = {"collectives": ["osu_allreduce"], "only": {"allreduce": ["ring", "no_such"]}}
+    # coll/basic raised above coll/tuned stands in for han, hcoll or ucc.
+    env = dict(os.environ, OMPI_MCA_coll_basic_priority="50")
+    with _partition_settings(root, osu_algorithms=sweep):
+        res = hpc_health(root, "run", "--site", "local", "--", "-n", "OsuCollectiveAlgorithms",
+                         timeout=TIMEOUT, env=env, spack=True)
+    assert res.returncode == 1, res.stdout[-3000:]
+    fails = "\n".join(ln for ln in res.stdout.splitlines() if ln.startswith("FAIL"))
+    assert "no_such not applied: Open MPI took coll_tuned_allreduce_algorithm=ignore" in fails
+    assert "ring not applied: coll/basic (priority 50) outranks coll/tuned" in fails
+    # The default still measured, and said what served it.
+    assert "the MPI's default, served by coll/basic (priority 50)" in res.stdout
 
 
 def test_each_spec_set_is_built_once_and_a_warm_run_runs_no_spack_command(runs):

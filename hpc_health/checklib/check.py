@@ -133,6 +133,14 @@ class HealthCheck(RecordedSkip, rfm.RunOnlyRegressionTest):
     #: Why the site's references were not applied (other hardware).
     reference_note = variable(str, value='')
 
+    #: {figure: what the run showed was applied} for figures of a setting
+    #: (a forced algorithm, an I/O hint): kept with the figure in the report.
+    figure_proof = variable(typ.Dict[str, str], value={})
+
+    #: {figure: a finding worth a line of its own} ("the default is 1.4x
+    #: the ring algorithm"); printed after the table, not a failure.
+    findings = variable(typ.Dict[str, str], value={})
+
     maintainers = ['hpc-health']
 
     def fill_from_settings(self, section, **keys):

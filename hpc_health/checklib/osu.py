@@ -14,7 +14,7 @@ from reframe.core.exceptions import SanityError
 
 from hpc_health.checklib.builds import SpackBuild, with_toolchain
 from hpc_health.checklib.check import HealthCheck, Insane, num_nodes, setting, settings
-from hpc_health.checklib.launches import MARK, RepeatedLaunches, job_output
+from hpc_health.checklib.launches import RepeatedLaunches, job_output
 from hpc_health.checklib.shell import shell_path
 from hpc_health.judge.figures import MESSAGE_SIZES, Figure
 from hpc_health.parsers import ParseError
@@ -205,7 +205,9 @@ class OsuBase(HealthCheck, RepeatedLaunches):
         if start < 0:
             raise SanityError(f'{self.benchmark}: the validation launch (-c) did not start')
         body = text[start + len(VALIDATION_MARK):]
-        body = body[:body.find(MARK)] if MARK in body else body
+        # Up to the next line the job script echoed (a launch or sweep marker).
+        end = body.find('\nhpc-health: ')
+        body = body[:end + 1] if end >= 0 else body
         try:
             check_osu_table(osu_parser.parse_osu(body), self.benchmark, self.sizes, True)
         except (ParseError, Insane) as err:

@@ -80,6 +80,10 @@ def notes(verdicts):
         if tag == "weak reference":
             groups.setdefault(("WEAK REFERENCE", _WEAK), []).append(
                 f"{v.measurement.check} {v.measurement.variable}")
+        m = v.measurement
+        for kind, text in (("FINDING", m.finding), ("APPLIED", m.proof)):
+            if text and m.check not in groups.setdefault((kind, text), []):
+                groups[(kind, text)].append(m.check)
         if v.verdict in ("PASS", "NO-REFERENCE"):
             if v.verdict == "NO-REFERENCE" and tag:
                 reason = v.reason           # left out by the capture: say why

@@ -48,6 +48,8 @@ class Measurement:
     busy: str = ""                # "node busy: …" when others used the node meanwhile
     busy_share: float = 0.0       # the share of the node's cores others used meanwhile
     capability: str = ""          # declared capability it is a fraction of (Figure.capability)
+    proof: str = ""               # what the run showed was applied (a forced setting)
+    finding: str = ""             # a finding the check names beside the figure
 
     @property
     def partition_fullname(self) -> str:
@@ -206,9 +208,11 @@ def measurements(report: dict[str, Any]) -> list[Measurement]:
         better = _mapping(tc.get("figure_better"))
         capability = _mapping(tc.get("figure_capability"))
         base["note"] = tc.get("reference_note") or ""
+        proofs, findings = _mapping(tc.get("figure_proof")), _mapping(tc.get("findings"))
         for var, why in errors.items():
             out.append(Measurement(**{**base, "fail_reason": f"figure not read: {why}"},
-                                   variable=var, better=better.get(var)))
+                                   variable=var, better=better.get(var),
+                                   proof=proofs.get(var, "")))
         rounds = [t for t in tries.get(_case_key(tc), [tc])
                   if _judgeable(t) and t.get("perfvalues")] or [tc]
         samples = merged_samples(rounds)
@@ -224,7 +228,8 @@ def measurements(report: dict[str, Any]) -> list[Measurement]:
                 variable=var, value=_num(value), unit=unit or "",
                 ref=None if no_ref else ref, lower=lower, upper=upper,
                 samples=samples.get(var, []), rounds=len(rounds),
-                better=better.get(var), capability=capability.get(var, ""), **base))
+                better=better.get(var), capability=capability.get(var, ""),
+                proof=proofs.get(var, ""), finding=findings.get(var, ""), **base))
     return out
 
 

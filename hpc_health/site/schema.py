@@ -96,6 +96,26 @@ OSU_SCHEMA = _strict({
               "properties": {k: {**_MSG_SIZES, "default": v} for k, v in OSU_SIZES.items()},
               "default": {}},
 })
+_ALGO_NAMES = {"type": ["array", "null"], "minItems": 1,
+               "items": {"type": "string", "pattern": r"^[A-Za-z0-9_]+$"}}
+OSU_ALGORITHMS_SCHEMA = _strict({
+    "mpi": {"enum": ["auto", "openmpi", "mpich", "cray-mpich", None], "default": "auto",
+            "description": "the MPI whose algorithms are forced (auto: Open MPI when the "
+            "job finds ompi_info, else name it)"},
+    "collectives": {"type": ["array", "null"],
+                    "items": {"enum": ["osu_allreduce", "osu_bcast", "osu_alltoall"]},
+                    "default": ["osu_allreduce", "osu_bcast", "osu_alltoall"],
+                    "description": "collectives swept ([] turns the sweep off)"},
+    "only": {"type": ["object", "null"], "additionalProperties": False,
+             "properties": {k: _ALGO_NAMES for k in ("allreduce", "bcast", "alltoall")},
+             "default": {}, "description": "algorithm names per collective (default: every "
+             "one the MPI offers; MPICH: MPICH 4's named algorithms)"},
+    "rounds": {**_POSINT, "default": 3, "description": "launches of each algorithm, "
+               "round-robin, each a sample"},
+    "finding_ratio": {"type": ["number", "null"], "minimum": 1, "default": 1.2,
+                      "description": "a default this many times the best algorithm's "
+                      "time is named as a finding"},
+})
 IOR_SCHEMA = _strict({
     "spec": {**_SPEC, "default": "ior", "description": "Spack spec; also provides mdtest"},
     "darshan": {**_BOOL, "default": True,
@@ -215,6 +235,7 @@ SITE_SCHEMA = {
                     "kernels": KERNELS_SCHEMA,
                     "stream": STREAM_SCHEMA,
                     "osu": OSU_SCHEMA,
+                    "osu_algorithms": OSU_ALGORITHMS_SCHEMA,
                     "ior": IOR_SCHEMA,
                     "mdtest": MDTEST_SCHEMA,
                 },

@@ -1,0 +1,104 @@
+"""What an MPI library says about its own settings: the collective
+algorithms it offers and, from a launch, which ones it really applied.
+
+A forced collective algorithm is only worth a figure if the library ran it.
+Open MPI takes an unknown algorithm number as ``ignore`` with a help message
+and exit 0, and a component of higher priority than ``coll/tuned`` (``han``
+in Open MPI 5, ``hcoll`` or ``ucc`` on InfiniBand clusters) serves the
+collective so that tuned's forced algorithm never runs.  Both show in a
+launch with ``mpi_show_mca_params=enviro`` (the value each parameter took)
+and ``coll_base_verbose=10`` (the components selected per communicator);
+these functions read them.
+"""
+
+import re
+
+from . import ParseError
+
+# ompi_info --parsable:
+#   mca:coll:tuned:param:coll_tuned_allreduce_algorithm:enumerator:value:4:ring
+_ENUM = re.compile(r"^mca:coll:tuned:param:coll_tuned_(\w+?)_algorithm:enumerator:value:"
+                   r"(\d+):(\S+)\s*$", re.MULTILINE)
+# mpi_show_mca_params=enviro:  [host:pid] coll_tuned_allreduce_algorithm=ring (environment)
+_PARAM = re.compile(r"^\[([^\]]+)\] (\w+)=(.*) \((?:environment|file|API|command line)"
+                    r"[^)]*\)\s*$", re.MULTILINE)
+# coll_base_verbose >= 10
+_COMM = re.compile(r"^\[([^\]]+)\] coll:base:comm_select: new communicator: (\S+)", re.MULTILINE)
+_SELECTING = re.compile(r"^\[([^\]]+)\] coll:base:comm_select: selecting\s+(\w+), "
+                        r"priority\s+(-?\d+), (Enabled|Disabled)", re.MULTILINE)
+
+#: Components that wrap or add non-blocking collectives only: never the one
+#: that serves a blocking MPI_Allreduce, MPI_Bcast or MPI_Alltoall.
+_NOT_SERVING = {"libnbc", "sync", "monitoring", "self", "inter"}
+
+
+def ompi_tuned_algorithms(text, collective):
+    """[(number, name)] of the algorithms ``coll/tuned`` offers for
+    *collective* (``allreduce``), from ``ompi_info --param coll tuned
+    --level 9 --parsable``; ``ignore`` (tuned's own choice) left out."""
+    found = [(int(num), name) for coll, num, name in _ENUM.findall(text)
+             if coll == collective and int(num) != 0]
+    if not found:
+        raise ParseError(f"ompi_info lists no coll/tuned algorithm for {collective} "
+                         "(is this Open MPI, and is coll/tuned built?)")
+    return sorted(set(found))
+
+
+def ompi_params_in_effect(text):
+    """{parameter: value} as Open MPI printed them at MPI_Init
+    (``mpi_show_mca_params``); empty when nothing was printed."""
+    return {name: value.strip() for _, name, value in _PARAM.findall(text)}
+
+
+def ompi_world_components(text):
+    """{process: [(component, priority)]}: the coll components each process
+    enabled on MPI_COMM_WORLD, highest priority first."""
+    out, current = {}, {}
+    events = sorted([(m.start(), "comm", m.group(1), m.group(2)) for m in _COMM.finditer(text)] +
+                    [(m.start(), "sel", m.group(1), m) for m in _SELECTING.finditer(text)],
+                    key=lambda e: e[0])
+    for _, kind, proc, what in events:
+        if kind == "comm":
+            current[proc] = what
+            if what == "MPI_COMM_WORLD":
+                out[proc] = []
+        elif current.get(proc) == "MPI_COMM_WORLD" and what.group(4) == "Enabled":
+            out[proc].append((what.group(2), int(what.group(3))))
+    return {proc: sorted(comps, key=lambda c: -c[1]) for proc, comps in out.items()}
+
+
+def ompi_serving_component(text):
+    """{process: (component, priority)} that serves blocking collectives on
+    MPI_COMM_WORLD in each process (the enabled one of highest priority)."""
+    out = {}
+    for proc, comps in ompi_world_components(text).items():
+        serving = [c for c in comps if c[0] not in _NOT_SERVING]
+        if serving:
+            out[proc] = serving[0]
+    return out
+
+
+def ompi_forced_algorithm_applied(text, collective, algorithm):
+    """Why the forced *algorithm* of *collective* did not run, or None when
+    the launch's own report shows it did: the parameter took the value asked
+    for and ``coll/tuned`` served MPI_COMM_WORLD in every process."""
+    params = ompi_params_in_effect(text)
+    if not params:
+        return ("the launch printed no MCA parameters (mpi_show_mca_params): "
+                "cannot tell whether the algorithm was applied")
+    key = f"coll_tuned_{collective}_algorithm"
+    took = params.get(key)
+    if took != algorithm:
+        return (f"Open MPI took {key}={took or 'nothing'}, not {algorithm} "
+                "(the library does not know it, or something overrode it)")
+    if params.get("coll_tuned_use_dynamic_rules") not in ("true", "1"):
+        return "coll_tuned_use_dynamic_rules is not true: tuned ignores forced algorithms"
+    serving = ompi_serving_component(text)
+    if not serving:
+        return ("the launch printed no collective component selection (coll_base_verbose): "
+                "cannot tell which component served MPI_COMM_WORLD")
+    others = sorted({f"coll/{c} (priority {p})" for c, p in serving.values() if c != "tuned"})
+    if others:
+        return (f"{', '.join(others)} outranks coll/tuned on MPI_COMM_WORLD: the forced "
+                "algorithm does not run")
+    return None

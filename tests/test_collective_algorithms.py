@@ -1,0 +1,110 @@
+"""The collective-algorithm sweep's plain functions on outputs recorded from
+this machine's Open MPI 4.1 (tests/data/mpi): the algorithms ompi_info lists,
+and the proof that a forced algorithm ran -- or why it did not."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpc_health.checklib.collectives import default_over_best, split_rounds
+from hpc_health.jobside import collectives
+from hpc_health.parsers import ParseError, mpi_info
+from hpc_health.parsers.osu import parse_osu
+
+DATA = Path(__file__).parent / "data"
+MPI = DATA / "mpi"
+
+
+def _text(name):
+    return (MPI / name).read_text()
+
+
+def test_the_algorithms_open_mpi_lists_for_each_collective():
+    text = _text("ompi_info_coll_tuned.txt")
+    assert [n for _, n in mpi_info.ompi_tuned_algorithms(text, "allreduce")] == [
+        "basic_linear", "nonoverlapping", "recursive_doubling", "ring", "segmented_ring",
+        "rabenseifner"]
+    assert len(mpi_info.ompi_tuned_algorithms(text, "bcast")) == 9
+    assert (5, "two_proc") in mpi_info.ompi_tuned_algorithms(text, "alltoall")
+    with pytest.raises(ParseError, match="no coll/tuned algorithm for nosuch"):
+        mpi_info.ompi_tuned_algorithms(text, "nosuch")
+
+
+def test_a_forced_algorithm_that_ran_is_proven():
+    text = _text("proof_allreduce_ring_np2.txt")
+    assert mpi_info.ompi_forced_algorithm_applied(text, "allreduce", "ring") is None
+    assert set(mpi_info.ompi_serving_component(text).values()) == {("tuned", 30)}
+
+
+def test_an_algorithm_open_mpi_does_not_know_is_not_applied():
+    # Open MPI runs the default with exit 0 and says so only in a help message.
+    why = mpi_info.ompi_forced_algorithm_applied(_text("proof_allreduce_99_np2.txt"),
+                                                 "allreduce", "99")
+    assert why.startswith("Open MPI took coll_tuned_allreduce_algorithm=ignore, not 99")
+
+
+def test_a_component_that_outranks_tuned_means_the_forced_algorithm_never_ran():
+    # coll/basic raised to priority 50 stands in for han, hcoll or ucc.
+    why = mpi_info.ompi_forced_algorithm_applied(
+        _text("proof_allreduce_ring_outranked_np2.txt"), "allreduce", "ring")
+    assert why == ("coll/basic (priority 50) outranks coll/tuned on MPI_COMM_WORLD: "
+                   "the forced algorithm does not run")
+
+
+def test_a_launch_without_the_reports_proves_nothing():
+    why = mpi_info.ompi_forced_algorithm_applied("# OSU MPI Allreduce\n8 0.5\n",
+                                                 "allreduce", "ring")
+    assert "printed no MCA parameters" in why
+
+
+def test_the_plan_runs_the_default_first_then_every_algorithm_forced():
+    plan = collectives.plan("openmpi", "allreduce", ompi_info=MPI / "ompi_info_coll_tuned.txt")
+    assert plan[0] == ("default", [])
+    assert [n for n, _ in plan[1:]][:2] == ["basic_linear", "nonoverlapping"]
+    assert "OMPI_MCA_coll_tuned_allreduce_algorithm=ring" in dict(plan)["ring"]
+    # A name the MPI does not offer is kept: its proof shows the refusal.
+    assert [n for n, _ in collectives.plan("openmpi", "allreduce", ["ring", "bogus"],
+                                           MPI / "ompi_info_coll_tuned.txt")] == [
+        "default", "ring", "bogus"]
+    mpich = dict(collectives.plan("mpich", "bcast"))
+    assert mpich["binomial"] == ["MPIR_CVAR_BCAST_INTRA_ALGORITHM=binomial",
+                                 "MPIR_CVAR_COLLECTIVE_FALLBACK=error"]
+
+
+def test_the_plan_command_prints_tab_separated_lines_or_says_what_to_set():
+    out = subprocess.run([sys.executable, "-m", "hpc_health.jobside.collectives", "plan",
+                          "--mpi", "openmpi", "--collective", "bcast", "--ompi-info",
+                          str(MPI / "ompi_info_coll_tuned.txt")],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert len(out) == 10 and all(line.count("\t") == 2 for line in out)
+    bad = subprocess.run([sys.executable, "-m", "hpc_health.jobside.collectives", "plan",
+                          "--mpi", "openmpi", "--collective", "bcast", "--ompi-info",
+                          str(MPI / "proof_allreduce_ring_np2.txt")],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "cannot list the bcast algorithms" in bad.stderr
+
+
+def _round(alg, rnd, table, rc=0):
+    return f"hpc-health: algorithm {alg} round {rnd}\n{table}hpc-health: algorithm {alg} exit {rc}\n"
+
+
+def test_rounds_are_split_per_algorithm_and_a_cut_launch_has_no_exit_code():
+    table = (DATA / "osu" / "osu_allreduce_np2.txt").read_text()
+    text = _round("default", 1, table) + _round("ring", 1, table, 1) + \
+        "hpc-health: algorithm default round 2\n" + table[:40]
+    parts = split_rounds(text)
+    assert parts[("default", 1)][0] == 0 and parts[("ring", 1)][0] == 1
+    assert parts[("default", 2)][0] is None
+    assert parse_osu(parts[("default", 1)][1])["rows"]
+
+
+def test_the_default_over_the_best_algorithm_in_one_round():
+    table = parse_osu((DATA / "osu" / "osu_allreduce_np2.txt").read_text())
+    size = table["rows"][-1]["size"]
+    slower = {**table, "rows": [{**r, "avg_latency_us": r["avg_latency_us"] * 1.5}
+                                for r in table["rows"]]}
+    ratio, best = default_over_best({"default": slower, "ring": table,
+                                     "bogus": ValueError("not applied")}, size)
+    assert ratio == pytest.approx(1.5) and best == "ring"
