@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hpc_health.checklib.collectives import default_over_best, split_rounds
+from hpc_health.checklib.collectives import default_over_best
+from hpc_health.checklib.launches import case_sections
 from hpc_health.jobside import collectives
 from hpc_health.parsers import ParseError, mpi_info
 from hpc_health.parsers.osu import parse_osu
@@ -87,14 +88,14 @@ def test_the_plan_command_prints_tab_separated_lines_or_says_what_to_set():
 
 
 def _round(alg, rnd, table, rc=0):
-    return f"hpc-health: algorithm {alg} round {rnd}\n{table}hpc-health: algorithm {alg} exit {rc}\n"
+    return f"hpc-health: case {alg} round {rnd}\n{table}hpc-health: case {alg} exit {rc}\n"
 
 
 def test_rounds_are_split_per_algorithm_and_a_cut_launch_has_no_exit_code():
     table = (DATA / "osu" / "osu_allreduce_np2.txt").read_text()
     text = _round("default", 1, table) + _round("ring", 1, table, 1) + \
-        "hpc-health: algorithm default round 2\n" + table[:40]
-    parts = split_rounds(text)
+        "hpc-health: case default round 2\n" + table[:40]
+    parts = case_sections(text)
     assert parts[("default", 1)][0] == 0 and parts[("ring", 1)][0] == 1
     assert parts[("default", 2)][0] is None
     assert parse_osu(parts[("default", 1)][1])["rows"]

@@ -183,8 +183,8 @@ def test_build_scripts_ensure_the_spack_environments(dry_run):
                 assert opts.get(flag) == value, (flag, opts)
         # Our kernels go through the same Spack layer in a dry run.
         got, dev, _ = ensure_args(script(cases[("KernelsBuild", *key)], "build"))
-        assert got == ["hpc-health-kernels@=1.0"]
-        assert dev == [f"hpc-health-kernels={REPO / 'kernels'}@1.0"]
+        assert got == ["hpc-health-kernels@=1.1"]
+        assert dev == [f"hpc-health-kernels={REPO / 'kernels'}@1.1"]
 
 
 # ----------------------------------------------------------------- jobs

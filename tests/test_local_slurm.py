@@ -241,6 +241,23 @@ def test_kernel_checks_cross_both_nodes(cluster, tmp_path):
     assert "median_n4" in res.stdout and "time_1MiB" in res.stdout
 
 
+def test_the_start_up_sweep_crosses_both_nodes_under_srun_and_mpirun(cluster, tmp_path):
+    from sandbox import hpc_health, make_root
+    root = make_root(tmp_path, sites=("local-slurm",), references=False)
+    res = hpc_health(root, "run", "--site", "local-slurm", "--partition", "batch", "--",
+                     "-n", "StartupScaling", env=cluster)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    table = res.stdout.split("verdict", 1)[1]
+    for launcher in ("srun", "mpirun"):
+        rows = [ln for ln in table.splitlines() if f"%launcher={launcher} " in ln]
+        assert {ln.split()[4] for ln in rows} >= {"mpi_init_1x1", "mpi_init_2x2",
+                                                  "first_barrier_2x2", "init_growth"}, table
+    for tc in _stored_cases(root):
+        out = pathlib.Path(tc["outputdir"], "rfm_job.out").read_text()
+        # Every launch of the two-node point ran to its end, on 4 ranks.
+        assert out.count("hpc-health: case 2x2 exit 0") == 5, out[-2000:]
+
+
 def test_per_node_run_names_the_slowed_node_and_only_it(cluster, tmp_path):
     """One per-node run with node02 throttled to a tenth of its CPUs: a
     fault far outside what the shared host does to a copy, so the verdict

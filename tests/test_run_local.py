@@ -30,7 +30,9 @@ def test_list_names_every_check(tmp_path):
         for strategy in ("BSBR", "SERE", "ISBR", "ISIR", "IRIS"):
             assert f"HaloExchange %dims={dims} %strategy={strategy}" in res.stdout
     assert "BarrierLatency" in res.stdout
-    assert res.stdout.count("^KernelsBuild") == 16  # one shared build
+    # One shared build: listed under each of the 16 kernel checks and the
+    # start-up sweep's two launchers.
+    assert res.stdout.count("^KernelsBuild") == 18
 
 
 def test_run_without_references_reports_no_reference(tmp_path):
@@ -46,6 +48,21 @@ def test_run_without_references_reports_no_reference(tmp_path):
     assert "kernels built with cmake" in open(_job_out(root, "BarrierLatency")).read()
     run = _latest_run(root)
     assert run["exit_code"] == 0 and run["site"] == "local"
+
+
+def test_the_start_up_sweep_runs_every_scale_point_under_mpirun(tmp_path):
+    root = make_root(tmp_path, references=False)
+    res = hpc_health(root, "run", "--site", "local", "--", "-n", "StartupScaling")
+    assert res.returncode == 0, res.stdout + res.stderr
+    table = res.stdout.split("verdict", 1)[1]
+    for var in ("mpi_init_1x1", "mpi_init_1x2", "first_barrier_1x2", "init_growth"):
+        assert f" {var} " in table, table
+    # One rank has no barrier to wait for: no figure, not a zero.
+    assert "first_barrier_1x1" not in table
+    assert "SKIPPED: StartupScaling %launcher=srun: srun needs a Slurm partition" in res.stdout
+    runs = sorted((root.parent / "store" / "runs" / "local").iterdir())
+    out = next(runs[-1].glob("output/**/StartupScaling_*/rfm_job.out")).read_text()
+    assert out.count("hpc-health: case 1x2 exit 0") == 5
 
 
 def test_impossible_reference_exits_1_and_names_variable(tmp_path):

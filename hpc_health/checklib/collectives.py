@@ -13,7 +13,6 @@ figures with the reason, never a figure.
 
 import functools
 import os
-import re
 import shlex
 import statistics
 import sys
@@ -23,7 +22,7 @@ from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
 from hpc_health.checklib.check import settings
-from hpc_health.checklib.launches import job_output
+from hpc_health.checklib.launches import case_launch, case_sections, job_output
 from hpc_health.checklib.osu import OsuBase, check_osu_table
 from hpc_health.checklib.shell import quote
 from hpc_health.judge.figures import LOWER, MESSAGE_SIZES, Axis, Figure
@@ -32,29 +31,11 @@ from hpc_health.parsers import osu as osu_parser
 from hpc_health.units import size_label
 
 PLAN = 'algorithms.tsv'
-_ROUND = re.compile(r'^hpc-health: algorithm (\S+) round (\d+)$', re.MULTILINE)
-_EXIT = re.compile(r'^hpc-health: algorithm (\S+) exit (\d+)$', re.MULTILINE)
 _READ = "while IFS=$'\\t' read -r alg force proof; do"
 
 
 class NotApplied(ValueError):
     """The algorithm did not run as asked (the figure's reason)."""
-
-
-def split_rounds(text):
-    """{(algorithm, round): (exit code or None, output)} from the job's output."""
-    marks = sorted([(m.start(), m.end(), 'round', m) for m in _ROUND.finditer(text)] +
-                   [(m.start(), m.end(), 'exit', m) for m in _EXIT.finditer(text)])
-    out, open_ = {}, None
-    for start, end, kind, m in marks:
-        if kind == 'round':
-            open_ = ((m.group(1), int(m.group(2))), end)
-        elif open_ and open_[0][0] == m.group(1):
-            out[open_[0]] = (int(m.group(2)), text[open_[1]:start])
-            open_ = None
-    if open_:
-        out[open_[0]] = (None, text[open_[1]:])   # cut short: no exit line
-    return out
 
 
 def proof_reason(mpi, collective, algorithm, text, rc):
@@ -145,7 +126,7 @@ class OsuAlgorithmSweep(OsuBase):
         proofs = (f'{_READ} env $force $proof {launch} {self.executable} {" ".join(proof_opts)} '
                   f'> "proof-$alg.txt" 2>&1 < /dev/null; echo $? > "proof-$alg.rc"; done < {PLAN}')
         self.prerun_cmds = list(self.prerun_cmds) + [
-            plan, proofs, 'echo "hpc-health: algorithm default round 1"']
+            plan, proofs, 'echo "hpc-health: case default round 1"']
         self.keep_files = list(self.keep_files) + [PLAN, 'proof-*.txt']
 
     def repeat_launches(self):
@@ -153,10 +134,9 @@ class OsuAlgorithmSweep(OsuBase):
         a line after it (stdin from /dev/null: a launcher reads stdin and
         would eat the plan)."""
         again = ' '.join([self.launch_command(), self.executable, *self.executable_opts])
-        body = (f'echo "hpc-health: algorithm $alg round $r"; env $force {again} < /dev/null; '
-                f'echo "hpc-health: algorithm $alg exit $?"; done')
+        body = f'{case_launch("$alg", "$r", f"env $force {again}")}; done'
         self.postrun_cmds = [
-            'echo "hpc-health: algorithm default exit $?"',
+            'echo "hpc-health: case default exit $?"',
             f'r=1; tail -n +2 {PLAN} | {_READ} {body}',
             f'for r in $(seq 2 {self.samples}); do {_READ} {body} < {PLAN}; done',
         ] + list(self.postrun_cmds)
@@ -205,7 +185,7 @@ class OsuAlgorithmSweep(OsuBase):
 
     @functools.cached_property
     def _rounds(self):
-        sections = split_rounds(job_output(self, self.benchmark))
+        sections = case_sections(job_output(self, self.benchmark))
         rounds = []
         for r in range(1, self.samples + 1):
             rnd = {}

@@ -19,7 +19,7 @@ from hpc_health.checklib.launches import RepeatedLaunches
 from hpc_health.checklib.shell import shell_path
 from hpc_health.parsers import ParseError
 
-KERNELS_VERSION = '1.0'
+KERNELS_VERSION = '1.1'
 _SPEC = 'hpc-health-kernels'
 
 

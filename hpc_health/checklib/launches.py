@@ -21,6 +21,35 @@ MARK = 'hpc-health: launch'
 _SECTION = re.compile(rf'{MARK} (\d+)$', re.MULTILINE)
 
 
+# Sweeps launch several cases (an algorithm, a scale point) in rounds; each
+# launch is framed by a start line and an exit line with its exit code.
+_CASE = re.compile(r'^hpc-health: case (\S+) round (\d+)$', re.MULTILINE)
+_CASE_EXIT = re.compile(r'^hpc-health: case (\S+) exit (\d+)$', re.MULTILINE)
+
+
+def case_launch(case, rnd, command):
+    """Shell line: one framed launch of *case* (shell words allowed) in round *rnd*."""
+    return (f'echo "hpc-health: case {case} round {rnd}"; {command} < /dev/null; '
+            f'echo "hpc-health: case {case} exit $?"')
+
+
+def case_sections(text):
+    """{(case, round): (exit code, or None when cut short; output)}."""
+    marks = sorted([(m.start(), m.end(), m) for m in _CASE.finditer(text)] +
+                   [(m.start(), m.end(), m) for m in _CASE_EXIT.finditer(text)],
+                   key=lambda x: x[0])
+    out, current = {}, None
+    for start, end, m in marks:
+        if m.re is _CASE:
+            current = ((m.group(1), int(m.group(2))), end)
+        elif current and current[0][0] == m.group(1):
+            out[current[0]] = (int(m.group(2)), text[current[1]:start])
+            current = None
+    if current:
+        out[current[0]] = (None, text[current[1]:])
+    return out
+
+
 def sections(text, marker):
     """[(match, body)] for each line matching the compiled regex *marker*:
     a job that runs a benchmark several times prints a marker line before

@@ -135,7 +135,7 @@ def parse_halo(text):
 def parse_barrier(text):
     """Parse ``barrier --json`` output.
 
-    Returns ``{"ranks", "mpi_init_s", "results"}`` where
+    Returns ``{"ranks", "mpi_init_s", "first_barrier_s", "results"}`` where
     ``results[comm_size]`` is ``{"min", "median", "p90", "max", "samples"}``
     in microseconds per barrier call; ``samples`` are the medians of
     consecutive batches of calls.
@@ -144,6 +144,8 @@ def parse_barrier(text):
     where = "barrier output"
     ranks = _int(doc, "ranks", where, 1)
     mpi_init_s = _number(doc, "mpi_init_s", where)
+    # Kernels before 1.1 did not time the first barrier.
+    first = _number(doc, "first_barrier_s", where) if "first_barrier_s" in doc else None
 
     results = {}
     for i, entry in enumerate(_list(doc, "results", where)):
@@ -159,4 +161,5 @@ def parse_barrier(text):
         times["samples"] = _samples(entry, "batch_medians_us", at, times["median"])
         results[size] = times
 
-    return {"ranks": ranks, "mpi_init_s": mpi_init_s, "results": results}
+    return {"ranks": ranks, "mpi_init_s": mpi_init_s, "first_barrier_s": first,
+            "results": results}

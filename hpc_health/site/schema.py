@@ -116,6 +116,21 @@ OSU_ALGORITHMS_SCHEMA = _strict({
                       "description": "a default this many times the best algorithm's "
                       "time is named as a finding"},
 })
+STARTUP_SCHEMA = _strict({
+    "launchers": {"type": ["array", "null"], "items": {"enum": ["srun", "mpirun"]},
+                  "default": ["srun", "mpirun"], "description": "launchers the start-up sweep "
+                  "runs under (srun only on Slurm partitions; mpirun with Open MPI's "
+                  "--map-by ppr:N:node)"},
+    "srun_options": {"type": ["array", "null"], "items": {"type": "string"}, "default": [],
+                     "description": "options of every srun launch, e.g. --mpi=pmix where "
+                     "Slurm's MpiDefault is none"},
+    "mpirun_options": {"type": ["array", "null"], "items": {"type": "string"}, "default": [],
+                       "description": "options of every mpirun launch"},
+    "samples": {**_POSINT, "default": 5, "description": "rounds over every scale point, each "
+                "a sample"},
+    "iters": {**_POSINT, "default": 20, "description": "timed barriers per launch (the figures "
+              "are MPI_Init and the first barrier; these only end the launch cleanly)"},
+})
 IOR_SCHEMA = _strict({
     "spec": {**_SPEC, "default": "ior", "description": "Spack spec; also provides mdtest"},
     "darshan": {**_BOOL, "default": True,
@@ -236,6 +251,7 @@ SITE_SCHEMA = {
                     "stream": STREAM_SCHEMA,
                     "osu": OSU_SCHEMA,
                     "osu_algorithms": OSU_ALGORITHMS_SCHEMA,
+                    "startup": STARTUP_SCHEMA,
                     "ior": IOR_SCHEMA,
                     "mdtest": MDTEST_SCHEMA,
                 },

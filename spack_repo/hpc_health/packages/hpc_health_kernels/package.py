@@ -37,6 +37,7 @@ class HpcHealthKernels(CMakePackage):
     # pointed at the source tree directly, see root_cmakelists_dir.
     has_code = False
 
+    version("1.1")  # barrier: the first MPI_Barrier after MPI_Init
     version("1.0")
 
     depends_on("c", type="build")
