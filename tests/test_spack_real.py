@@ -173,7 +173,7 @@ def test_each_collective_algorithm_is_run_and_proven_applied(runs):
     assert "APPLIED (3): forced through coll_tuned_<coll>_algorithm" in proc.stdout
 
 
-def test_a_forced_algorithm_the_mpi_replaced_or_refused_fails_with_the_reason(root, runs):
+def test_a_forced_algorithm_the_mpi_replaced_or_refused_fails_with_the_reason(root):
     sweep = {"collectives": ["osu_allreduce"], "only": {"allreduce": ["ring", "no_such"]}}
     # coll/basic raised above coll/tuned stands in for han, hcoll or ucc.
     env = dict(os.environ, OMPI_MCA_coll_basic_priority="50")
