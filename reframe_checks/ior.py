@@ -36,7 +36,6 @@ from hpc_health.checklib.ior import (
 from hpc_health.checklib.launches import RepeatedLaunches
 from hpc_health.judge.figures import HIGHER, Figure
 from hpc_health.parsers import ParseError
-from hpc_health.parsers.ior import parse_ior
 from hpc_health.parsers.mdtest import parse_mdtest
 
 
@@ -76,10 +75,6 @@ class IorBandwidth(IoBase):
     tags = {'io', 'ior'}
     dir_name = 'hpc-health-ior'
 
-    @property
-    def summary_file(self):
-        return os.path.join(self.stagedir, 'ior-summary.json')
-
     @run_before('run')
     def set_command(self):
         self.fill_from_settings('ior', block_size='block_size', transfer_size='transfer_size',
@@ -93,22 +88,10 @@ class IorBandwidth(IoBase):
         api = IOR_MODES[self.mode][0]
         return ['POSIX', 'MPI-IO'] if api == 'MPIIO' else ['POSIX']
 
-    @functools.cached_property
-    def _ior(self):
-        try:
-            with open(self.summary_file) as fp:
-                text = fp.read()
-        except OSError:
-            raise SanityError('IOR wrote no JSON summary' + self._stderr_tail()) from None
-        try:
-            return parse_ior(text)
-        except ParseError as err:
-            raise SanityError(f'IOR summary: {err}') from None
-
     @sanity_function
     def moved_what_was_asked(self):
         self.require_success('IOR')
-        out = self._ior
+        out = self.ior_summary
         expected = self.consistent(check_ior_summary, out, self.mode, self.num_tasks)
         api = IOR_MODES[self.mode][0]
         lines = [f'IOR {out["version"]}: {self.mode}, {self.num_tasks} ranks, '
@@ -127,11 +110,7 @@ class IorBandwidth(IoBase):
         return True
 
     def outputs(self):
-        """Each repetition (-i) is a sample: {'write': {...}, 'read': {...}}."""
-        ops = self._ior['operations']
-        return [{op: {k[:-len('_iterations')]: vals[i] for k, vals in ops[op].items()
-                      if k.endswith('_iterations')} for op in ('write', 'read')}
-                for i in range(len(ops['write']['bw_mib_iterations']))]
+        return self.ior_samples()
 
 
 #: mdtest's rate rows that are figures.

@@ -244,15 +244,24 @@ def test_kernel_checks_cross_both_nodes(cluster, tmp_path):
 def test_the_start_up_sweep_crosses_both_nodes_under_srun_and_mpirun(cluster, tmp_path):
     from sandbox import hpc_health, make_root
     root = make_root(tmp_path, sites=("local-slurm",), references=False)
+    # Debian's Open MPI 4.1.4 crashes now and then in btl/tcp's connect when
+    # a loaded host starts ranks on both nodes (SIGSEGV after "connect() ...
+    # failed: Operation now in progress (115)", open-mpi/ompi#10734, fixed
+    # in 4.1.8): ~1 in 25 srun launches of the two-node point here.  The
+    # nightly run shows it as the FAIL it is (docs/tuning.md); this test is
+    # about the sweep, so ReFrame retries a crashed check (without retries 2
+    # of 10 runs of this test failed so).
     res = hpc_health(root, "run", "--site", "local-slurm", "--partition", "batch", "--",
-                     "-n", "StartupScaling", env=cluster)
+                     "-n", "StartupScaling", "--max-retries=2", env=cluster)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr
     table = res.stdout.split("verdict", 1)[1]
     for launcher in ("srun", "mpirun"):
         rows = [ln for ln in table.splitlines() if f"%launcher={launcher} " in ln]
         assert {ln.split()[4] for ln in rows} >= {"mpi_init_1x1", "mpi_init_2x2",
                                                   "first_barrier_2x2", "init_growth"}, table
-    for tc in _stored_cases(root):
+    passed = [tc for tc in _stored_cases(root) if tc["result"] == "pass"]
+    assert {tc["launcher"] for tc in passed} == {"srun", "mpirun"}
+    for tc in passed:
         out = pathlib.Path(tc["outputdir"], "rfm_job.out").read_text()
         # Every launch of the two-node point ran to its end, on 4 ranks.
         assert out.count("hpc-health: case 2x2 exit 0") == 5, out[-2000:]

@@ -24,15 +24,16 @@ def library(runtime_prefix):
     return os.path.join(runtime_prefix, 'lib', 'libdarshan.so')
 
 
-def wrap(executable, options, runtime_prefix, logfile):
-    """(executable, options) that run *executable* with Darshan preloaded.
+def wrap(executable, options, runtime_prefix, logfile, env=()):
+    """(executable, options) that run *executable* with Darshan preloaded
+    (and the variables *env*, ``NAME=value``, set in every rank).
 
     ``env`` sets LD_PRELOAD for the application only; preloading the
     launcher (mpirun, srun) would instrument it too and may break it.  Every
     test names its own log file, so concurrent tests never share one.
     """
     return 'env', [f'LD_PRELOAD={shell_path(library(runtime_prefix))}',
-                   f'DARSHAN_LOGFILE={shell_path(logfile)}', executable] + list(options)
+                   f'DARSHAN_LOGFILE={shell_path(logfile)}', *env, executable] + list(options)
 
 
 def parse_commands(util_prefix, logfile, out=PARSED):

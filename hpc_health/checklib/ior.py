@@ -19,6 +19,7 @@ from hpc_health.checklib.check import HealthCheck, Insane, num_nodes, ranks_per_
 from hpc_health.checklib.shell import shell_path
 from hpc_health.judge.figures import HIGHER, LOWER, Figure
 from hpc_health.parsers import ParseError
+from hpc_health.parsers.ior import parse_ior
 
 IOR_MODES = {
     # name: (IOR API, file per process, collective)
@@ -176,13 +177,16 @@ class IoBase(HealthCheck):
     def darshan_log(self):
         return os.path.join(self.stagedir, darshan.LOG)
 
-    def launch(self, executable, options):
-        """Set the executable, wrapped with Darshan when enabled, and the
-        commands that create and remove the test's own directory."""
+    def launch(self, executable, options, env=()):
+        """Set the executable, wrapped with Darshan when enabled (and with
+        the variables *env* set in every rank), and the commands that create
+        and remove the test's own directory."""
         executable = shell_path(executable)
         if self.use_darshan:
             executable, options = darshan.wrap(
-                executable, options, self.ior.prefix('darshan-runtime'), self.darshan_log)
+                executable, options, self.ior.prefix('darshan-runtime'), self.darshan_log, env)
+        elif env:
+            executable, options = 'env', [*env, executable, *options]
         self.executable, self.executable_opts = executable, options
         scratch = os.path.dirname(self.io_dir_prefix)
         template = shlex.quote(f'{self.io_dir_prefix}.XXXXXX')
@@ -213,6 +217,30 @@ class IoBase(HealthCheck):
 
     def darshan_modules(self):
         return ['POSIX']
+
+    @property
+    def summary_file(self):
+        """IOR's JSON summary (``-O summaryFile=``)."""
+        return os.path.join(self.stagedir, 'ior-summary.json')
+
+    @functools.cached_property
+    def ior_summary(self):
+        try:
+            with open(self.summary_file) as fp:
+                text = fp.read()
+        except OSError:
+            raise SanityError('IOR wrote no JSON summary' + self._stderr_tail()) from None
+        try:
+            return parse_ior(text)
+        except ParseError as err:
+            raise SanityError(f'IOR summary: {err}') from None
+
+    def ior_samples(self):
+        """Each repetition (-i) is a sample: {'write': {...}, 'read': {...}}."""
+        ops = self.ior_summary['operations']
+        return [{op: {k[:-len('_iterations')]: vals[i] for k, vals in ops[op].items()
+                      if k.endswith('_iterations')} for op in ('write', 'read')}
+                for i in range(len(ops['write']['bw_mib_iterations']))]
 
     def check_darshan(self):
         """The parsed log, once it proved MPI support (SanityError if not)."""

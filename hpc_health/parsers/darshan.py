@@ -177,6 +177,22 @@ def bytes_moved(parsed, module):
     raise ParseError(f"darshan log has no {module} data (modules: {parsed['modules']})")
 
 
+def file_rank_counters(text, module, path):
+    """{rank: {counter: value}} of *module*'s records of the file *path*,
+    from darshan-parser's base view.  Rank -1 is a record Darshan reduced
+    over the ranks that shared the file; a run with
+    ``DARSHAN_DISABLE_SHARED_REDUCTION=1`` keeps one record per rank, which
+    is how one tells the ranks that wrote from those that did not."""
+    sections = _sections(text.splitlines())
+    if module not in sections:
+        raise ParseError(f"darshan log has no {module} records")
+    found = {r["rank"]: r["counters"] for r in _records(module, sections[module])
+             if r["file"] == path}
+    if not found:
+        raise ParseError(f"darshan {module} has no record of {path}")
+    return found
+
+
 # ---------------------------------------------------------------- structure
 
 def _header(text):

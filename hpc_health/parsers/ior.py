@@ -297,3 +297,25 @@ def _integer(value, what):
     if isinstance(value, int):
         return value
     return integer(str(value), f"IOR {what}")
+
+
+_HINTS = re.compile(r"^hints (passed to MPI_File_open\(\)|returned from opened file) \{\n"
+                    r"((?:[^\n}]*\n)*?)\}", re.MULTILINE)
+
+
+def ior_hints(text):
+    """The MPI-IO hints of each open IOR showed (``-H``): ``{"passed":
+    [{hint: value}, ...], "returned": [...]}``, one dict per open, in order.
+    "returned" is ``MPI_File_get_info`` on the open file: what the library
+    says it holds (Open MPI 4 echoes what was passed; ROMIO elsewhere lists
+    every hint it applied)."""
+    out = {"passed": [], "returned": []}
+    for kind, body in _HINTS.findall(text):
+        hints = {}
+        for line in body.splitlines():
+            key, sep, value = line.strip().partition(" = ")
+            if sep:
+                hints[key] = value.strip()
+        out["passed" if kind.startswith("passed") else "returned"].append(hints)
+    return out
+

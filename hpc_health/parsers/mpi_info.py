@@ -102,3 +102,14 @@ def ompi_forced_algorithm_applied(text, collective, algorithm):
         return (f"{', '.join(others)} outranks coll/tuned on MPI_COMM_WORLD: the forced "
                 "algorithm does not run")
     return None
+
+
+_IO_SELECTED = re.compile(r"^\[([^\]]+)\] io:base:file_select: Selected io module (\S+)",
+                          re.MULTILINE)
+
+
+def ompi_io_selected(text):
+    """The io modules Open MPI selected to open files (``io_base_verbose``
+    >= 10), over every process."""
+    return {m.group(2) for m in _IO_SELECTED.finditer(text)}
+

@@ -131,6 +131,27 @@ STARTUP_SCHEMA = _strict({
     "iters": {**_POSINT, "default": 20, "description": "timed barriers per launch (the figures "
               "are MPI_Init and the first barrier; these only end the launch cleanly)"},
 })
+IOR_HINTS_SCHEMA = _strict({
+    "mpi": {"enum": ["auto", "openmpi", "mpich", "cray-mpich", None], "default": "auto",
+            "description": "settings that pick an Open MPI io component run only with "
+            "auto or openmpi"},
+    "settings": {"type": ["array", "null"], "items": {"type": "string",
+                                                      "pattern": r"^[a-z0-9_]+$"},
+                 "default": ["default", "romio_cb_enable", "romio_cb_disable",
+                             "romio_cb_automatic", "romio_one_aggregator",
+                             "romio_one_aggregator_per_node", "romio_cb_buffer_1m",
+                             "ompio_vulcan", "ompio_individual", "lustre_striped"],
+                 "description": "the settings swept (hpc_health/checklib/iohints.py; [] "
+                 "turns the sweep off)"},
+    "env": {"type": ["array", "null"], "items": {"type": "string", "pattern": r"^[A-Za-z_]\w*=.*$"},
+            "default": [], "description": "NAME=value set in every rank of every setting, e.g. "
+            "Cray MPICH's MPICH_MPIIO_HINTS_DISPLAY=1 (the library prints what it applied)"},
+    "stripe_count": {"type": ["integer", "null"], "minimum": -1,
+                     "description": "lfs setstripe -c for lustre_striped (unset: no Lustre, "
+                     "SKIPPED)"},
+    "stripe_size": {"type": ["string", "null"], "pattern": r"^[0-9]+[kKmMgG]?$",
+                    "default": "1m", "description": "lfs setstripe -S"},
+})
 IOR_SCHEMA = _strict({
     "spec": {**_SPEC, "default": "ior", "description": "Spack spec; also provides mdtest"},
     "darshan": {**_BOOL, "default": True,
@@ -253,6 +274,7 @@ SITE_SCHEMA = {
                     "osu_algorithms": OSU_ALGORITHMS_SCHEMA,
                     "startup": STARTUP_SCHEMA,
                     "ior": IOR_SCHEMA,
+                    "ior_hints": IOR_HINTS_SCHEMA,
                     "mdtest": MDTEST_SCHEMA,
                 },
             },
