@@ -14,7 +14,7 @@ import pytest
 import yaml
 from reframe.core.exceptions import SanityError
 
-from hpc_health.checklib import darshan
+from hpc_health.checklib import darshan, launches
 from hpc_health.checklib import ior as ior_lib
 from hpc_health.checklib import osu as osu_lib
 from hpc_health.checklib import stream as stream_lib
@@ -567,7 +567,7 @@ def test_the_validation_launch_is_checked_apart_from_the_timed_ones(tmp_path):
     """One launch with -c before the timed launches: its table must reach
     every size with each row Pass; the timed launches carry no Validation
     column and are not asked for one."""
-    timed = f"{osu_lib.MARK} 1\n" + read("osu/osu_allreduce_np2.txt")
+    timed = f"{launches.MARK} 1\n" + read("osu/osu_allreduce_np2.txt")
     passed = VALIDATED_ALLREDUCE.replace("Fail", "Pass")
     check = osu_lib.OsuBase.check_validation
     check(_FakeOsuJob(tmp_path, f"{osu_lib.VALIDATION_MARK}\n{passed}{timed}"))
