@@ -3,6 +3,8 @@ CMake builds and real `mpirun`."""
 
 import json
 import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 import yaml
@@ -48,6 +50,14 @@ def test_run_without_references_reports_no_reference(tmp_path):
     assert "kernels built with cmake" in open(_job_out(root, "BarrierLatency")).read()
     run = _latest_run(root)
     assert run["exit_code"] == 0 and run["site"] == "local"
+    # ReFrame's debug logs are kept with the run, none left as /tmp/rfm-*.log.
+    runs = sorted((root.parent / "store" / "runs" / "local").iterdir())
+    assert "Running 3 check(s)" in (runs[-1] / "reframe-debug.log").read_text()
+    config = str(root / "site_configs" / "local" / "reframe_config.py")
+    assert config in (runs[-1] / "reframe-start.log").read_text()
+    left = [p for p in Path(tempfile.gettempdir()).glob("rfm-*.log")
+            if config in p.read_text(errors="replace")]
+    assert not left, left
 
 
 def test_the_start_up_sweep_runs_every_scale_point_under_mpirun(tmp_path):

@@ -6,10 +6,13 @@ import glob
 import os
 import shutil
 import sys
+import tempfile
+from pathlib import Path
 
 from hpc_health import paths
 from hpc_health.errors import ConfigError
 from hpc_health.jobside.spackenv import RUN_ID_VAR
+from hpc_health.site.reframe_glue import REFRAME_LOG_VAR
 
 
 def reframe_executable():
@@ -72,12 +75,14 @@ def reframe_command(site, partition=None, tags=(), extra=(), list_only=False,
     return cmd
 
 
-def reframe_environ(run_id=None):
+def reframe_environ(run_id=None, log=None):
     """ReFrame reads the references next to the checks unless told; tell it,
     so a run always gates on this checkout's reference files.  The run id
-    reaches the build jobs (a Spack failure is not retried within a run)."""
+    reaches the build jobs (a Spack failure is not retried within a run).
+    ReFrame's debug log goes to *log* (the run directory), else nowhere."""
     env = dict(os.environ)
     env["RFM_REFERENCE_PREFIX"] = str(paths.repo_root() / "reference")
+    env[REFRAME_LOG_VAR] = str(log) if log else os.devnull
     if run_id:
         env[RUN_ID_VAR] = run_id
     return env
@@ -89,3 +94,41 @@ def rounds_for(site, per_node, rounds=None):
     if rounds is not None:
         return max(1, int(rounds))
     return int(site.settings.get("per_node_rounds" if per_node else "rounds") or 1)
+
+
+#: ReFrame's first lines, written before it reads the site's configuration.
+_EARLY = "debug: reframe: Loading user configuration"
+
+
+def gather_early_logs(since, config_path, into=None):
+    """Move into *into* (or remove) the debug logs ReFrame left in $TMPDIR.
+
+    ReFrame configures its logging twice: from its builtin configuration
+    first, whose debug log is an unnamed file handler (``mkstemp``,
+    ``rfm-*.log`` in $TMPDIR, never removed), then from the site's (ours
+    names a file in the run directory).  Every ReFrame process leaves the
+    first behind: a few hundred bytes, thousands after a season of nights.
+    Ours are those begun since *since* (epoch seconds) that name this
+    site's configuration file; they are kept with the run when there is one
+    (they hold ReFrame's complaint when it could not load the configuration).
+    """
+    marker = f"Loading configuration file: '{config_path}'"
+    moved = []
+    for path in Path(tempfile.gettempdir()).glob("rfm-*.log"):
+        try:
+            if path.stat().st_mtime < since - 1 or path.stat().st_size > (1 << 20):
+                continue
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        if _EARLY not in text.split("\n", 1)[0] or marker not in text:
+            continue
+        try:
+            if into is not None:
+                with open(into, "a") as fp:
+                    fp.write(text)
+            path.unlink()
+            moved.append(path)
+        except OSError:
+            pass    # not ours to fight over: another run took it first
+    return moved

@@ -18,7 +18,12 @@ from hpc_health.judge import drift, results, verdicts
 from hpc_health.judge.drift import DRIFT_NIGHTS
 from hpc_health.paths import os_hint
 from hpc_health.run import prebuild
-from hpc_health.run.command import reframe_command, reframe_environ, rounds_for
+from hpc_health.run.command import (
+    gather_early_logs,
+    reframe_command,
+    reframe_environ,
+    rounds_for,
+)
 from hpc_health.run.console import (
     Progress,
     ProgressFilter,
@@ -63,7 +68,10 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
     rounds = rounds_for(site, per_node, rounds)
     if list_only:
         cmd = reframe_command(site, partition, tags, extra, list_only=True, per_node=per_node)
-        return subprocess.call(cmd, env=reframe_environ())
+        began = time.time()
+        code = subprocess.call(cmd, env=reframe_environ())
+        gather_early_logs(began, site.reframe_config)
+        return code
 
     check_free_space(paths.store_root())
     # Whatever the run starts and orphans (a benchmark whose launcher died)
@@ -92,7 +100,8 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
         print(line, file=out)
     print(file=out, flush=True)
 
-    env = reframe_environ(run_dir.name)
+    env = reframe_environ(run_dir.name, run_dir / "reframe-debug.log")
+    began = time.time()
     shown = ProgressFilter()
     progress = Progress(previous_duration(site.name, meta))
     proc = None
@@ -138,6 +147,7 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
                 if proc is not None:
                     processes.stop_group(proc, ((signal.SIGKILL, 1.0),))
     stop.closing()
+    gather_early_logs(began, site.reframe_config, run_dir / "reframe-start.log")
     rundirs.release_reserve(run_dir)
     if log.lost is not None:
         print(f"hpc-health: {run_dir / 'reframe.out'}: {log.lost.strerror or log.lost} after "

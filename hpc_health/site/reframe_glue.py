@@ -1,5 +1,8 @@
 """What a site's ReFrame configuration calls: the partitions' ``extras``
-(every setting a check reads) and ReFrame's results storage."""
+(every setting a check reads), ReFrame's results storage and its log."""
+
+import copy
+import os
 
 from hpc_health import paths
 from hpc_health.errors import ConfigError
@@ -67,3 +70,22 @@ def partition_extras(site_dir_path, partition):
         "spack": spack,
         **settings,
     }}
+
+
+#: Where ``hpc-health run`` wants ReFrame's debug log (in the run directory).
+REFRAME_LOG_VAR = "HPC_HEALTH_REFRAME_LOG"
+
+
+def reframe_logging(builtin_entry):
+    """ReFrame's logging as it comes (*builtin_entry*: its own default
+    ``logging`` entry), but the debug log at a named path: unnamed, ReFrame
+    opens it with mkstemp in /tmp and leaves it there after every run that
+    fails or is stopped (thousands of ``/tmp/rfm-*.log`` after a season of
+    nights).  ``hpc-health run`` names a file in the run directory; plain
+    ``reframe`` writes ``reframe.log`` in its working directory."""
+    entry = copy.deepcopy(builtin_entry)
+    name = os.environ.get(REFRAME_LOG_VAR) or "reframe.log"
+    entry["handlers"] = [dict(h, name=name) if h.get("type") == "file" and not h.get("name")
+                         else h for h in entry.get("handlers", [])]
+    return [entry]
+

@@ -9,7 +9,9 @@ checks through each partition's ``extras`` (see site.yaml).
 
 import os
 
-from hpc_health.site.reframe_glue import partition_extras, reframe_storage
+from reframe.core.settings import site_configuration as _reframe_defaults
+
+from hpc_health.site.reframe_glue import partition_extras, reframe_logging, reframe_storage
 
 _SITE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -124,7 +126,9 @@ site_configuration = {
     # files.  ReFrame drops this handler for the whole session when the
     # server does not answer at start-up: `hpc-health push URL` sends the
     # judged figures of every night the index has not acknowledged.
+    # ReFrame's debug log goes to the run directory (reframe_logging).
     'logging': [{
+        **reframe_logging(_reframe_defaults['logging'][0])[0],
         'handlers_perflog': [
             {'type': 'filelog', 'prefix': '%(check_system)s/%(check_partition)s',
              'level': 'info', 'format': '%(check_job_completion_time)s|%(check_info)s|'

@@ -8,9 +8,10 @@ the checks size themselves from it.
 
 import os
 
+from reframe.core.settings import site_configuration as _reframe_defaults
 from reframe.utility.cpuinfo import cpuinfo
 
-from hpc_health.site.reframe_glue import partition_extras, reframe_storage
+from hpc_health.site.reframe_glue import partition_extras, reframe_logging, reframe_storage
 
 _SITE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -61,4 +62,6 @@ site_configuration = {
     # ReFrame's own results database (--list-stored-sessions,
     # --performance-compare): the site's reframe_results_db, else in the store.
     'storage': reframe_storage(_SITE_DIR),
+    # ReFrame's debug log in the run directory, not a temp file in /tmp.
+    'logging': reframe_logging(_reframe_defaults['logging'][0]),
 }
