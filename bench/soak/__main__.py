@@ -89,6 +89,7 @@ class Soak:
         site.write_text(yaml.safe_dump(doc, sort_keys=False))
         self.env = _env(self.root, self.store, work / "cache")
         self.outside = self._outside_snapshot()
+        self.donor_export()
 
     def close(self):
         subprocess.run(["umount", "-l", str(self.store)], check=False)
@@ -124,12 +125,17 @@ class Soak:
                                  "--tag", f"soak{number}", *CHECK], env=self.env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=False)
-        delay = self.rng.uniform(1.0, 9.0)
+        # A night lasts 7-10 s here: the strike falls in the set-up, the
+        # build, ReFrame's checks or the judgement.
+        delay = self.rng.uniform(0.3, 6.5)
         strike = threading.Timer(delay, self.strike, (n, proc))
         strike.start()
         try:
             out, err = proc.communicate(timeout=600)
+            ended = time.monotonic()
         finally:
+            if strike.is_alive() and not getattr(n, "struck", False):
+                n.notes.append("the run ended before the fault was struck")
             strike.cancel()
             strike.join()
         self.undo(n)
@@ -138,23 +144,42 @@ class Soak:
         record = {"night": number, "fault": fault, "struck_at_s": round(delay, 1),
                   "exit_code": code, "runs": new, "notes": n.notes,
                   "stderr_tail": err.strip().splitlines()[-2:]}
+        if getattr(n, "sent", None):
+            # From the signal to the run's exit: the stop Slurm's KillWait allows.
+            record["stop_s"] = round(ended - n.sent, 2)
         record.update(self.verify(new, code, fault))
+        # hpc-health's own traceback, not ReFrame's output it quotes.
+        if "Traceback (most recent call last)" in err.split("ReFrame's last lines:")[0]:
+            record["problems"].append("a traceback: " + " | ".join(err.strip().splitlines()[-6:]))
+        if record["problems"]:
+            record["stderr"] = err[-6000:]
         # ReFrame left its debug log in /tmp (it names our root inside)?
         strays = [p for p in set(Path("/tmp").glob("rfm-*.log")) - logs_before
                   if str(self.root) in p.read_text(errors="replace")]
-        if strays:
+        if strays and fault == "kill9_run":
+            # Nothing runs after SIGKILL to move ReFrame's start-up log.
+            record["notes"].append(f"kill -9 left ReFrame's start-up log {strays[0]}")
+            for p in strays:
+                p.unlink()
+        elif strays:
             record["problems"].append(f"ReFrame's log left outside the store: {strays[0]}")
             record["outside_changed"] += len(strays)
         return record
 
     def readonly(self, n):
-        res = subprocess.run(["mount", "-o", "remount,ro", str(self.store)],
-                             capture_output=True, text=True)
+        """The store read-only from now on: a read-only bind mount over it
+        (a tmpfs with files open for writing cannot be remounted read-only;
+        the bind is what new opens see, as after an ext4 error remount)."""
+        store = str(self.store)
+        res = subprocess.run(["mount", "--bind", store, store], capture_output=True, text=True)
         if res.returncode == 0:
+            res = subprocess.run(["mount", "-o", "remount,bind,ro", store],
+                                 capture_output=True, text=True)
             n.readonly = True
+        if res.returncode == 0:
             n.notes.append("store read-only")
         else:
-            n.notes.append(f"remount read-only refused: {res.stderr.strip()[-80:]}")
+            n.notes.append(f"read-only mount refused: {res.stderr.strip()[-80:]}")
 
     def run_ids(self):
         d = self.store / "runs" / SITE
@@ -165,6 +190,7 @@ class Soak:
         return [int(p) for p in out.stdout.split()]
 
     def strike(self, n, proc):
+        n.struck = True
         try:
             self._strike(n, proc)
         except Exception as err:    # the bench's own failure, said in the night's record
@@ -212,32 +238,34 @@ class Soak:
             res = n.hh(*cmd)
             n.notes.append(f"{' '.join(cmd[:1])} exit {res.returncode}")
 
-    def import_one(self, n):
-        ids = self.run_ids()
-        if not ids:
-            n.notes.append("nothing to import yet")
-            return
-        with tempfile.TemporaryDirectory(dir=self.work) as tmp:
-            other = Path(tmp) / "other-store"
-            env = dict(self.env, HPC_HEALTH_STORE=str(other))
-            exported = Path(tmp) / "night.hhx"
+    def donor_export(self):
+        """One run in a store of its own, exported once: what the import
+        nights import into the soak's store while a run is going on."""
+        if getattr(self, "_donor", None) is None:
+            donor = self.work / "donor-store"
+            env = dict(self.env, HPC_HEALTH_STORE=str(donor))
+            subprocess.run([sys.executable, "-m", "hpc_health", "run", "--site", SITE, *CHECK],
+                           env=env, capture_output=True, text=True, timeout=600)
+            self._donor = self.work / "donor.json.gz"
             res = subprocess.run([sys.executable, "-m", "hpc_health", "export", "--site", SITE,
-                                  "last:1", "-o", str(exported)], env=self.env,
+                                  "last:1", "-o", str(self._donor)], env=env,
                                  capture_output=True, text=True, timeout=300)
             if res.returncode != 0:
-                n.notes.append(f"export exit {res.returncode}: {res.stderr.strip()[-200:]}")
-                return
-            res = subprocess.run([sys.executable, "-m", "hpc_health", "import",
-                                  str(exported)], env=env, capture_output=True, text=True,
-                                 timeout=300)
-            n.notes.append(f"import into another store exit {res.returncode}")
+                raise RuntimeError(f"bench.soak: the donor export failed: {res.stderr}")
+            shutil.rmtree(donor)
+            self.outside = self._outside_snapshot()
+        return self._donor
+
+    def import_one(self, n):
+        res = n.hh("import", str(self._donor))
+        n.notes.append(f"import exit {res.returncode}: {res.stdout.strip()[-120:]}")
 
     def undo(self, n):
         if getattr(n, "filler", None):
             with contextlib.suppress(OSError):
                 n.filler.unlink()
         if getattr(n, "readonly", False):
-            subprocess.run(["mount", "-o", "remount,rw", str(self.store)], check=False)
+            subprocess.run(["umount", str(self.store)], check=False)   # the bind on top
         if getattr(n, "locker", None):
             n.locker.kill()
             n.locker.wait()
@@ -271,7 +299,9 @@ class Soak:
                     problems.append(f"{run_id}: completed without verdicts.json")
             elif state == "ok" and not meta.get("interrupted") and "exit_code" not in meta:
                 problems.append(f"{run_id}: never finished but the index calls it ok")
-        if code is not None and code not in (0, 1, 2, 3, 129, 130, 137, 143, -9):
+        if code is not None and code < 0 and not new:
+            pass    # died of the signal before a run directory existed: nothing to lose
+        elif code is not None and code not in (0, 1, 2, 3, 129, 130, 137, 143, -9):
             problems.append(f"exit code {code}")
         mismatch = self.index_mismatch()
         if mismatch:
@@ -350,6 +380,10 @@ def table(results):
              f"{sum(r['orphans'] for r in results['nights'])} | "
              f"{sum(r['index_mismatch'] for r in results['nights'])} | "
              f"{sum(1 for r in results['nights'] if r['outside_changed'])} |"]
+    stops = sorted(r["stop_s"] for r in results["nights"] if "stop_s" in r)
+    if stops:
+        lines.append(f"\nStop after SIGTERM/SIGINT/SIGHUP ({len(stops)} nights): median "
+                     f"{stops[len(stops) // 2]:.1f} s, longest {stops[-1]:.1f} s.")
     return "\n".join(lines)
 
 

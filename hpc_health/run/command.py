@@ -2,6 +2,7 @@
 options a run passes, and the environment it runs in."""
 
 import ast
+import contextlib
 import glob
 import os
 import shutil
@@ -123,12 +124,11 @@ def gather_early_logs(since, config_path, into=None):
             continue
         if _EARLY not in text.split("\n", 1)[0] or marker not in text:
             continue
-        try:
-            if into is not None:
-                with open(into, "a") as fp:
-                    fp.write(text)
+        if into is not None:
+            # A store that is full or read-only by now loses these few lines.
+            with contextlib.suppress(OSError), open(into, "a") as fp:
+                fp.write(text)
+        with contextlib.suppress(OSError):      # another run took it first
             path.unlink()
             moved.append(path)
-        except OSError:
-            pass    # not ours to fight over: another run took it first
     return moved
