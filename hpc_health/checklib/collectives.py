@@ -159,8 +159,9 @@ class OsuAlgorithmSweep(OsuBase):
             raise SanityError(f'{self.benchmark}: no algorithm list: {why or "plan not run"}')
         self.algorithms = [ln[0] for ln in lines]
         forced = ' '.join(ln[1] for ln in lines if len(ln) > 1)
-        self.mpi = 'openmpi' if 'OMPI_MCA_' in forced else (self.sweep_settings.get('mpi') or
-                                                             'mpich')
+        named = self.sweep_settings.get('mpi')
+        self.mpi = ('openmpi' if 'OMPI_MCA_' in forced else
+                    named if named in ('mpich', 'cray-mpich') else 'mpich')
 
     def check_proofs(self):
         coll = self.benchmark.replace('osu_', '')
