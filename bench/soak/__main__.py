@@ -47,7 +47,7 @@ FAULTS = ("none", "sigterm", "sigint", "sighup", "kill9_run", "kill9_reframe", "
 #: The night's check: our barrier kernel, CMake-built, a few seconds.
 CHECK = ["--", "-n", "BarrierLatency", "-S", "BarrierLatency.iters=300",
          "-S", "BarrierLatency.warmup=20"]
-STORE_MIB = 96
+STORE_MIB = 320
 
 
 def _env(root, store, cache):
@@ -401,6 +401,8 @@ def main(argv=None):
         print("bench.soak: needs root (its store is a tmpfs it fills and remounts read-only)",
               file=sys.stderr)
         return 2
+    # A stopped soak still unmounts its store and removes its work folder.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work = Path(tempfile.mkdtemp(prefix="hpc-health-soak."))
     soak = Soak(work, args.seed)
     results = {"seed": args.seed, "nights": [], "started": time.strftime("%FT%TZ", time.gmtime())}
