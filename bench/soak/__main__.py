@@ -140,7 +140,7 @@ class Soak:
             strike.join()
         self.undo(n)
         code = proc.returncode
-        new = sorted(set(self.run_ids()) - before)
+        new = sorted(set(self.run_ids()) - before - self.donor_ids)
         record = {"night": number, "fault": fault, "struck_at_s": round(delay, 1),
                   "exit_code": code, "runs": new, "notes": n.notes,
                   "stderr_tail": err.strip().splitlines()[-2:]}
@@ -246,6 +246,8 @@ class Soak:
             env = dict(self.env, HPC_HEALTH_STORE=str(donor))
             subprocess.run([sys.executable, "-m", "hpc_health", "run", "--site", SITE, *CHECK],
                            env=env, capture_output=True, text=True, timeout=600)
+            #: Runs that arrive by import, not by a night's run.
+            self.donor_ids = {p.name for p in (donor / "runs" / SITE).iterdir()}
             self._donor = self.work / "donor.json.gz"
             res = subprocess.run([sys.executable, "-m", "hpc_health", "export", "--site", SITE,
                                   "last:1", "-o", str(self._donor)], env=env,
