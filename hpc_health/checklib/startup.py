@@ -10,6 +10,7 @@ the growth of one round is a fair sample.
 """
 
 import functools
+import shlex
 import statistics
 
 import reframe.utility.sanity as sn
@@ -81,15 +82,11 @@ class StartupSweep(KernelRun):
     def plan_points(self):
         conf = settings(self).get('startup') or {}
         part = self.current_partition
-        own = getattr(type(self.job.launcher), 'registered_name', '')
         self.skip_for(self.launcher not in (conf.get('launchers') or []),
                       f'{self.launcher} is not in startup.launchers')
         self.skip_for(self.launcher == 'srun' and part.scheduler.registered_name != 'slurm',
                       f'srun needs a Slurm partition; {part.fullname} is scheduled by '
                       f'{part.scheduler.registered_name}')
-        self.skip_for(self.launcher == 'mpirun' and own in ('srun', 'local') and
-                      'mpirun' not in (conf.get('launchers') or []),
-                      'mpirun is not configured for this partition')
         self.samples = conf.get('samples') or 5
         self.iters = conf.get('iters') or 20
         self.points = [list(p) for p in scale_points(num_nodes(self), ranks_per_node(self))]
@@ -104,7 +101,8 @@ class StartupSweep(KernelRun):
         else:
             launcher = getlauncher(self.launcher)()
         opts = ['--iters', str(self.iters), '--warmup', '2', '--json']
-        extra = (settings(self).get('startup') or {}).get(f'{self.launcher}_options') or []
+        extra = [shlex.quote(o) for o in
+                 (settings(self).get('startup') or {}).get(f'{self.launcher}_options') or []]
         self._launches = {}
         for n, r in self.points:
             self.job.num_tasks, self.job.num_tasks_per_node = n * r, r
