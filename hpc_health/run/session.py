@@ -179,7 +179,7 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
             print("\nhpc-health: stopped while Spack built, before any check ran; "
                   f"the builds' output is in {run_dir / 'prebuild'}", file=sys.stderr)
             return meta["exit_code"]
-        tail = "".join(open(run_dir / "reframe.out", errors="replace").readlines()[-15:])
+        tail = "".join(_last_lines(run_dir / "reframe.out", 15))
         free = shutil.disk_usage(run_dir).free
         # The reserve released: a full store shows its 4 MiB free again.
         filled = getattr(log.lost, "errno", None) == errno.ENOSPC or \
@@ -330,3 +330,21 @@ def judge_report(report, refs=None, run_hardware=None, baseline=""):
 
 def _now():
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _last_lines(path, count):
+    """ReFrame's last lines, without the blocks Python's logging prints when
+    a log file cannot be written (``--- Logging error ---`` ... ``Arguments:``:
+    its debug log is in the run directory, so a full store makes every later
+    log call print one)."""
+    kept, skipping = [], False
+    with open(path, errors="replace") as fp:
+        for line in fp:
+            if line.startswith("--- Logging error ---"):
+                skipping = True
+            elif skipping and line.startswith("Arguments:"):
+                skipping = False
+            elif not skipping:
+                kept.append(line)
+    return kept[-count:]
+
