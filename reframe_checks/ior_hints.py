@@ -60,8 +60,10 @@ class IorHints(IoBase):
         self.skip_for(not self.use_darshan, 'the I/O hints sweep proves each setting with '
                                             'Darshan, and ior.darshan is off')
         mpi = conf.get('mpi') or 'auto'
-        self.skip_for(self.spec.component and mpi not in ('auto', 'openmpi'),
-                      f'{self.setting} selects an Open MPI io component; ior_hints.mpi is {mpi}')
+        # ROMIO is every MPICH's MPI-IO: only OMPIO is Open MPI's alone.
+        self.skip_for(self.spec.component == 'ompio' and mpi not in ('auto', 'openmpi'),
+                      f'{self.setting} selects Open MPI\'s OMPIO; ior_hints.mpi is {mpi}')
+        self.mpi = mpi
         self.skip_for(self.spec.lustre and not conf.get('stripe_count'),
                       'the site declares no Lustre scratch to stripe '
                       '(ior_hints.stripe_count and stripe_size)')
@@ -137,7 +139,8 @@ class IorHints(IoBase):
             raise SanityError(f'Darshan: {err}') from None
         hints, components = ior_hints(text), ompi_io_selected(text)
         why = not_applied(self.spec, self.num_tasks, num_nodes(self), wrote,
-                          hints['passed'], hints['returned'], components)
+                          hints['passed'], hints['returned'], components,
+                          open_mpi=self.mpi in ('auto', 'openmpi'))
         if why:
             raise SanityError(f'{self.setting} not applied: {why}')
         proof = proof_text(self.spec, self.num_tasks, wrote, read, coll, indep, components)

@@ -98,3 +98,11 @@ def test_a_log_reduced_over_the_ranks_cannot_name_the_writers():
         writers(reduced, path)
     with pytest.raises(ParseError, match="no record of /nowhere"):
         file_rank_counters(reduced, "POSIX", "/nowhere")
+
+
+def test_on_mpich_the_romio_settings_are_proven_by_the_writers_alone():
+    # No io module report on MPICH: ROMIO is all there is.
+    assert not_applied(IO_SETTINGS["romio_one_aggregator"], 4, 2, [0], [{"x": "1"}], [],
+                       set(), open_mpi=False) is None
+    assert not_applied(IO_SETTINGS["romio_one_aggregator"], 4, 2, [0], [{"x": "1"}], [],
+                       set()).startswith("no process reported its io module")

@@ -104,8 +104,9 @@ def writers(parsed_text, path):
     return wrote, read, coll, indep
 
 
-def not_applied(setting, ranks, nodes, wrote, passed, returned, components):
-    """Why the run shows the setting was not applied, or None."""
+def not_applied(setting, ranks, nodes, wrote, passed, returned, components, open_mpi=True):
+    """Why the run shows the setting was not applied, or None.  The io
+    module is Open MPI's to report (*open_mpi*); MPICH has only ROMIO."""
     for got in returned:
         changed = {k: (v, got.get(k)) for k, v in setting.hints.items() if got.get(k) != v}
         if changed:
@@ -114,7 +115,7 @@ def not_applied(setting, ranks, nodes, wrote, passed, returned, components):
                     '(MPI_File_get_info): the library did not take the hint')
     if setting.hints and not passed:
         return 'IOR passed no hints to MPI_File_open (IOR_HINT__MPI__ not seen)'
-    if setting.component:
+    if setting.component and open_mpi:
         other = sorted(c for c in components if not c.startswith(setting.component))
         if not components:
             return (f'no process reported its io module (io_base_verbose): cannot tell '
