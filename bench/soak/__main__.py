@@ -361,9 +361,18 @@ class Soak:
                     f"figures against {len(rebuilt[0])}/{len(rebuilt[1])}")
         return ""
 
-    def orphans(self):
-        out = subprocess.run(["pgrep", "-af", str(self.root)], capture_output=True, text=True)
-        return [ln for ln in out.stdout.splitlines() if "pgrep" not in ln]
+    def orphans(self, grace=15.0):
+        """Processes of the suite still there *grace* seconds after the
+        night: ReFrame gets SIGTERM when its parent dies (even by kill -9)
+        and takes a few seconds to stop its jobs; what outlives that is left."""
+        deadline = time.monotonic() + grace
+        while True:
+            out = subprocess.run(["pgrep", "-af", str(self.root)], capture_output=True,
+                                 text=True)
+            left = [ln for ln in out.stdout.splitlines() if "pgrep" not in ln]
+            if not left or time.monotonic() > deadline:
+                return left
+            time.sleep(0.5)
 
     def outside_changes(self):
         now = self._outside_snapshot()
