@@ -17,6 +17,7 @@ import reframe as rfm
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function
 from reframe.core.exceptions import SanityError
 
+from hpc_health.checklib import darshan
 from hpc_health.checklib.check import num_nodes, settings
 from hpc_health.checklib.iohints import (
     IO_SETTINGS,
@@ -25,6 +26,7 @@ from hpc_health.checklib.iohints import (
     writers,
 )
 from hpc_health.checklib.ior import IO_DIR_VAR, IoBase, check_ior_summary, ior_options
+from hpc_health.checklib.launches import job_output
 from hpc_health.judge.figures import HIGHER, LOWER, Figure
 from hpc_health.parsers import ParseError
 from hpc_health.parsers.darshan import bytes_moved
@@ -126,11 +128,11 @@ class IorHints(IoBase):
             raise SanityError(f'Darshan saw {moved["written"]} B written in POSIX, fewer than '
                               f'the {expected} B IOR wrote through MPI-IO')
         self._amplification = moved['written'] / expected
-        with open(os.path.join(self.stagedir, 'darshan-parser.txt')) as fp:
+        with open(os.path.join(self.stagedir, darshan.PARSED)) as fp:
             parsed = fp.read()
-        with open(os.path.join(self.stagedir, str(self.stdout))) as fp:
-            text = fp.read()
-        with open(os.path.join(self.stagedir, str(self.stderr))) as fp:
+        # IOR's -H hints are on stdout, Open MPI's io module report on stderr.
+        text = job_output(self, 'IOR')
+        with open(os.path.join(self.stagedir, str(self.stderr)), errors='replace') as fp:
             text += fp.read()
         path = out['parameters']['testFileName']
         try:

@@ -345,9 +345,9 @@ class Soak:
             db.close()
 
     def index_mismatch(self):
-        """The store's index, refreshed as any command refreshes it, against
-        one built from scratch from a copy of the run directories."""
-        self.hh_json_listing()
+        """The store's index (refreshed by :meth:`hh_json_listing` just
+        before, as any command refreshes it) against one built from scratch
+        from a copy of the run directories."""
         with tempfile.TemporaryDirectory(dir=self.work) as tmp:
             copy = Path(tmp) / "store"
             shutil.copytree(self.store / "runs", copy / "runs", symlinks=True)

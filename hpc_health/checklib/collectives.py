@@ -64,6 +64,16 @@ def proof_summary(mpi, alg, text):
             f'{serving} served MPI_COMM_WORLD')
 
 
+def algorithm_latency(rnd, case):
+    """One round's latency of (size, algorithm); NotApplied when that
+    algorithm's launch failed or was not applied."""
+    size, alg = case
+    table = rnd.get(alg)
+    if isinstance(table, Exception) or table is None:
+        raise NotApplied(str(table) if table else f'{alg}: no launch in this round')
+    return osu_parser.value_at(table, size, 'avg_latency_us')
+
+
 def default_over_best(round_tables, size, column='avg_latency_us'):
     """(default's time / best algorithm's time, best's name) in one round."""
     times = {alg: osu_parser.value_at(t, size, column) for alg, t in round_tables.items()
@@ -88,7 +98,7 @@ class OsuAlgorithmSweep(OsuBase):
 
     figures = [
         Figure('latency_{}', 'us', LOWER,
-               lambda rnd, case: OsuAlgorithmSweep.read(rnd, case), Axis(
+               algorithm_latency, Axis(
                    'cases', lambda c: f'{size_label(c[0])}_{c[1]}'), group='latency'),
         Figure('default_over_best_{}', 'ratio', LOWER,
                lambda rnd, size: default_over_best(rnd, size)[0], MESSAGE_SIZES),
@@ -97,14 +107,6 @@ class OsuAlgorithmSweep(OsuBase):
     @property
     def cases(self):
         return [(s, a) for a in self.algorithms for s in self.sizes or []]
-
-    @staticmethod
-    def read(rnd, case):
-        size, alg = case
-        table = rnd.get(alg)
-        if isinstance(table, Exception) or table is None:
-            raise NotApplied(str(table) if table else f'{alg}: no launch in this round')
-        return osu_parser.value_at(table, size, 'avg_latency_us')
 
     @run_after('setup')
     def read_sweep_settings(self):

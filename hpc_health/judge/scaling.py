@@ -53,9 +53,8 @@ def fit_startup(ranks: Sequence[int], times: Sequence[float]) -> StartupFit:
     t = np.asarray(times, dtype=float)
     columns = [np.ones_like(p), np.log2(p)] + ([p] if len(set(ranks)) >= 3 else [])
     coef, _ = nnls(np.column_stack(columns), t)
-    a, b = float(coef[0]), float(coef[1]) if len(set(ranks)) >= 2 else 0.0
     c = float(coef[2]) if len(coef) > 2 else 0.0
-    return StartupFit(a, b, c, tuple(int(x) for x in ranks))
+    return StartupFit(float(coef[0]), float(coef[1]), c, tuple(int(x) for x in ranks))
 
 
 def scale_points(nodes: int, ranks_per_node: int) -> list[tuple[int, int]]:

@@ -114,10 +114,10 @@ def gather_early_logs(since, config_path, into=None):
     (they hold ReFrame's complaint when it could not load the configuration).
     """
     marker = f"Loading configuration file: '{config_path}'"
-    moved = []
     for path in Path(tempfile.gettempdir()).glob("rfm-*.log"):
         try:
-            if path.stat().st_mtime < since - 1 or path.stat().st_size > (1 << 20):
+            st = path.stat()
+            if st.st_mtime < since - 1 or st.st_size > (1 << 20):
                 continue
             text = path.read_text(errors="replace")
         except OSError:
@@ -130,5 +130,3 @@ def gather_early_logs(since, config_path, into=None):
                 fp.write(text)
         with contextlib.suppress(OSError):      # another run took it first
             path.unlink()
-            moved.append(path)
-    return moved
