@@ -13,7 +13,8 @@ from hpc_health.errors import ConfigError
 @click.option("--check", "-c", help="Test class or display name.")
 @click.option("--var", "-v", "var", help="Performance variable.")
 @click.option("--all", "scan_all", is_flag=True,
-              help="Scan every figure of the latest run for sustained steps.")
+              help="Scan every figure of the latest run for sustained steps over the last "
+                   "60 runs, as the nightly run's drift test does (--runs for others).")
 @click.option("--partition", "-p")
 @click.option("--runs", "run_set", metavar="SET",
               help="Only these runs (a run set: last:N, since:DATE, tag:NAME, A..B).")
@@ -23,6 +24,7 @@ def history(site, check, var, scan_all, partition, run_set):
     Exit 1 when a sustained step to worse is found (the nightly drift check).
     """
     from hpc_health.judge import history as hist
+    from hpc_health.judge.drift import DRIFT_NIGHTS
     from hpc_health.site import sites
     from hpc_health.store import index, references, runsets
     s = sites.load(site)
@@ -35,24 +37,45 @@ def history(site, check, var, scan_all, partition, run_set):
         listing = idx.listing(s.name)
         runs = runsets.resolve(idx, run_set, s.name).runs if run_set else listing.runs
         if scan_all:
-            latest = idx.figures(runs[-1:], partition=partition) if runs else []
-            pairs = sorted({(m.check, m.variable) for m in latest})
+            # The nightly test's window unless a run set says otherwise: the
+            # same nights, the same answer as the night's DRIFTING.
+            worst = _scan_all(idx, runs if run_set else runs[-DRIFT_NIGHTS:], refs, partition)
         else:
-            pairs = [(check, var)]
-        worst = 0
-        for chk, v in pairs:
-            points = hist.series(idx, runs, chk, v, partition)
+            points = hist.series(idx, runs, check, var, partition)
             if not points:
                 say_note(listing)
-                raise ConfigError(s.dir, f"no stored figure for {chk} {v}")
-            worst |= _history_of(chk, v, points, refs, scan_all)
-    if scan_all and not worst:
-        click.echo(f"no sustained step in {len(pairs)} figure(s)")
+                raise ConfigError(s.dir, f"no stored figure for {check} {var}")
+            worst = _history_of(var, points, refs)
     say_note(listing)
     sys.exit(worst)
 
 
-def _history_of(chk, v, points, refs, scan_all):
+def _scan_all(idx, runs, refs, partition):
+    """Every figure of the latest run, each series in one read of the index
+    (the nightly drift test's: :func:`hpc_health.judge.trends.trends`)."""
+    from hpc_health.judge import trends
+    latest = runs[-1].run_id if runs else None
+    found = [t for t in trends.trends(idx, runs, refs, level_shifts=False, samples=False)
+             if t.runs[-1] == latest
+             and (not partition or partition in (t.partition, t.partition.split(":")[-1]))]
+    found.sort(key=lambda t: (t.check, t.variable, t.partition))
+    for t in found:
+        step = t.worse_since
+        if step:
+            click.echo(f"{t.check} {t.variable} on {t.partition}: "
+                       + _degraded(step["run"], t.started[step["index"]], step))
+    if not any(t.worse_since for t in found):
+        click.echo(f"no sustained step in {len(found)} figure(s)")
+        return 0
+    return 1
+
+
+def _degraded(run, started, step):
+    return (f"DEGRADED since run {run} ({started}): {100 * step['magnitude']:+.1f}% worse, "
+            f"sustained over {step['nights']} run(s)")
+
+
+def _history_of(v, points, refs):
     from hpc_health.judge import history as hist
     worst = 0
     by_check = {}
@@ -60,23 +83,19 @@ def _history_of(chk, v, points, refs, scan_all):
         by_check.setdefault((p["check"], p["partition"]), []).append(p)
     for (name, part), pts in by_check.items():
         step = hist.drift(pts, refs)
-        if not scan_all:
-            start = hist.reference_start(refs, pts)
-            click.echo(f"{name} {v} on {part}")
-            click.echo(f"  steps looked for from run {pts[start]['run']}, where its reference's "
-                       "baseline begins" if 0 < start < len(pts) else
-                       "  no run since its reference was captured" if start else
-                       "  steps looked for over all its runs")
-            for i, p in enumerate(pts):
-                click.echo(f"  {i:3d}  {p['run']}  {p['started']}  {p['value']:.4g} "
-                           f"{p['unit']}  stack {p['stack'] or '-'}")
+        start = hist.reference_start(refs, pts)
+        click.echo(f"{name} {v} on {part}")
+        click.echo(f"  steps looked for from run {pts[start]['run']}, where its reference's "
+                   "baseline begins" if 0 < start < len(pts) else
+                   "  no run since its reference was captured" if start else
+                   "  steps looked for over all its runs")
+        for i, p in enumerate(pts):
+            click.echo(f"  {i:3d}  {p['run']}  {p['started']}  {p['value']:.4g} "
+                       f"{p['unit']}  stack {p['stack'] or '-'}")
         if step:
             at = pts[step["index"]]
-            click.echo(f"{'  ' if not scan_all else name + ' ' + v + ' on ' + part + ': '}"
-                       f"DEGRADED since run {at['run']} ({at['started']}): "
-                       f"{100 * step['magnitude']:+.1f}% worse, sustained over "
-                       f"{step['nights']} run(s)")
+            click.echo("  " + _degraded(at["run"], at["started"], step))
             worst = 1
-        elif not scan_all:
+        else:
             click.echo("  no sustained step found")
     return worst

@@ -60,7 +60,7 @@ def across_nights(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None,
     window = list(runs)[-DRIFT_NIGHTS:]
     stacks = {r.run_id: r.meta.get("stack_hash") for r in window}
     found = []
-    series = trend_mod.trends(idx, window, refs, level_shifts=False)
+    series = trend_mod.trends(idx, window, refs, level_shifts=False, samples=False)
     for t in series:
         step = t.worse_since
         if not step or t.runs[-1] != tonight:

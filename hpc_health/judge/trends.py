@@ -79,13 +79,14 @@ def stack_changes(runs: Sequence[Run]) -> list[tuple[str, str]]:
 
 def trends(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None = None,
            tick: Callable[[int, int], Any] = lambda step, total: None,
-           level_shifts: bool = True) -> list[Trend]:
+           level_shifts: bool = True, samples: bool = True) -> list[Trend]:
     """The trend of every figure measured in *runs* (oldest first), in the
     order of first appearance; *tick(1, figures)* is called once per figure
     (progress).  Without *level_shifts* the report's Pelt marks are not
-    drawn (the nightly drift test needs only the sustained step)."""
+    drawn, without *samples* each run's spread is its value alone (the
+    drift test needs neither, only the sustained step)."""
     points: dict[tuple, list[dict[str, Any]]] = {}
-    for m in idx.figures(runs):
+    for m in idx.figures(runs, samples=samples):
         if m.value is None or m.variable is None:
             continue
         key = (m.check, m.partition_fullname, m.environ, m.variable)
@@ -95,12 +96,12 @@ def trends(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None = None,
         last = pts[-1]["measurement"]
         t = Trend(last.test, check, part, env, var, last.unit, last.better, dict(last.params))
         for p in pts:
-            samples = [s for s in p["samples"] if s is not None]
+            finite = [s for s in p["samples"] if s is not None]
             t.runs.append(p["run"])
             t.started.append(p["started"])
             t.values.append(p["value"])
-            t.lows.append(min(samples, default=p["value"]))
-            t.highs.append(max(samples, default=p["value"]))
+            t.lows.append(min(finite, default=p["value"]))
+            t.highs.append(max(finite, default=p["value"]))
         ref = hist.reference_for(refs, pts[-1])
         _reference(t, refs, ref, last)
         if t.claims:

