@@ -32,9 +32,19 @@ def test_list_names_every_check(tmp_path):
         for strategy in ("BSBR", "SERE", "ISBR", "ISIR", "IRIS"):
             assert f"HaloExchange %dims={dims} %strategy={strategy}" in res.stdout
     assert "BarrierLatency" in res.stdout
-    # One shared build: listed under each of the 16 kernel checks and the
-    # start-up sweep's two launchers.
-    assert res.stdout.count("^KernelsBuild") == 18
+    # One shared build, listed under each of the 16 kernel checks; the
+    # tuning sweeps are left out of a plain run, saying how to run them.
+    assert res.stdout.count("^KernelsBuild") == 16
+    assert "IorHints" not in res.stdout and "StartupScaling" not in res.stdout
+    assert "the sweeps (tag tuning) are left out: run them after an upgrade or weekly " \
+        "with --tuning" in res.stdout
+    sweeps = hpc_health(root, "run", "--site", "local", "--list", "--tuning")
+    assert sweeps.returncode == 0, sweeps.stderr
+    # ... and with --tuning the start-up sweep's two launchers share it too.
+    assert sweeps.stdout.count("^KernelsBuild") == 18
+    for name in ("IorHints %setting=romio_cb_enable", "OsuCollectiveAlgorithms",
+                 "StartupScaling %launcher=mpirun"):
+        assert name in sweeps.stdout
 
 
 def test_run_without_references_reports_no_reference(tmp_path):

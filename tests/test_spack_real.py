@@ -103,7 +103,7 @@ ONE_PER_BUILD = ("-n", "StreamBandwidth", "-n", "OsuCollective%benchmark=osu_bca
 @pytest.fixture(scope="module")
 def runs(root):
     found = {}
-    for name, only in (("cold", ()), ("warm", ("--", *ONE_PER_BUILD))):
+    for name, only in (("cold", ("--tuning",)), ("warm", ("--", *ONE_PER_BUILD))):
         # Tagged: the builds the O0 rebuild below is compared with.
         proc = hpc_health(root, "run", "--site", "local", "--tag", "release", *only,
                           timeout=TIMEOUT, spack=True)

@@ -24,13 +24,17 @@ from hpc_health.errors import ConfigError
               help="Run the whole session N times and judge the pooled samples "
                    "(default: the site's per_node_rounds with --per-node, else its "
                    "rounds, else 1).")
+@click.option("--tuning", is_flag=True,
+              help="Also run the tuning sweeps (ReFrame tag `tuning`: MPI-IO hints, collective "
+                   "algorithms, start-up against scale; docs/tuning.md).  Without it they run "
+                   "only when selected: -T tuning, or by name after `--`.")
 @click.option("--adopt-baseline", is_flag=True,
               help="When this run completes a baseline on hardware without references, "
                    "write them into reference/<site>.yaml at once.")
 @click.argument("reframe_args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def run(ctx, site, partition, run_tags, note, tags, list_only, per_node, rounds, adopt_baseline,
-        reframe_args):
+def run(ctx, site, partition, run_tags, note, tags, list_only, per_node, rounds, tuning,
+        adopt_baseline, reframe_args):
     """Run the health checks of a site and print the health table.
 
     Arguments after `--` go to ReFrame unchanged.
@@ -39,7 +43,7 @@ def run(ctx, site, partition, run_tags, note, tags, list_only, per_node, rounds,
     sys.exit(session.run(site, partition, tags, reframe_args, list_only, per_node,
                         rounds=rounds, adopt_baseline=adopt_baseline,
                         chosen_because=ctx.meta.get("site_chosen_because", "--site"),
-                        run_tags=run_tags, note=note))
+                        run_tags=run_tags, note=note, tuning=tuning))
 
 
 @click.command()

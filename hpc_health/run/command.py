@@ -44,15 +44,33 @@ def check_classes():
     return found
 
 
+#: ReFrame tag of the tuning sweeps (docs/tuning.md): which setting is right
+#: on this machine is asked after an upgrade or weekly, not every night.
+TUNING_TAG = "tuning"
+#: ReFrame options that choose checks by name or tag.
+_SELECTING = ("-n", "--name", "-t", "--tag")
+
+
+def left_out_tags(tags=(), extra=(), tuning=False):
+    """ReFrame tags a run leaves out: the tuning sweeps, unless asked for
+    (*tuning*), or selected by tag (*tags*) or by name or tag among the
+    ReFrame options *extra*."""
+    selected = TUNING_TAG in tags or any(a.startswith(_SELECTING) and not a.startswith("--")
+                                         or a.split("=")[0] in _SELECTING for a in extra)
+    return () if tuning or selected else (TUNING_TAG,)
+
+
 def reframe_command(site, partition=None, tags=(), extra=(), list_only=False,
                     prefix=None, report=None, per_node=False, rounds=1, extras=None,
-                    dry_run=False):
+                    dry_run=False, left_out=()):
     system = f"{site.name}:{partition}" if partition else site.name
     cmd = [reframe_executable(), "-C", str(site.reframe_config), "--system", system]
     for c in check_files():
         cmd += ["-c", c]
     for t in tags:
         cmd += ["-t", t]
+    for t in left_out:
+        cmd += ["-T", t]        # ReFrame's --exclude-tag
     if per_node:
         # Every node of the partition runs the single-node checks; the
         # checks confine themselves to one node when per_node is set.

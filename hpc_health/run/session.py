@@ -20,6 +20,7 @@ from hpc_health.paths import os_hint
 from hpc_health.run import prebuild
 from hpc_health.run.command import (
     gather_early_logs,
+    left_out_tags,
     reframe_command,
     reframe_environ,
     rounds_for,
@@ -49,6 +50,8 @@ EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 #: Tonight passed, but a figure has stayed worse over the recent runs.
 EXIT_DRIFTING = rundirs.EXIT_DRIFTING
 # Stopped by a signal: 128 + its number (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
+TUNING_LEFT_OUT = ("tuning:     the sweeps (tag tuning) are left out: run them after an upgrade "
+                   "or weekly with --tuning (docs/tuning.md)")
 
 
 def run(*args, **kwargs):
@@ -60,17 +63,21 @@ def run(*args, **kwargs):
 
 def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, per_node=False,
          out=sys.stdout, rounds=None, adopt_baseline=False, chosen_because="--site",
-         run_tags=(), note=""):
+         run_tags=(), note="", tuning=False):
     site, refs = validate(site_name, partition)
+    left_out = left_out_tags(tags, extra, tuning)
     run_tags = check_run_tags(run_tags)
     note = check_note(note)
     site.chosen_because = chosen_because
     rounds = rounds_for(site, per_node, rounds)
     if list_only:
-        cmd = reframe_command(site, partition, tags, extra, list_only=True, per_node=per_node)
+        cmd = reframe_command(site, partition, tags, extra, list_only=True, per_node=per_node,
+                              left_out=left_out)
         began = time.time()
         code = subprocess.call(cmd, env=reframe_environ())
         gather_early_logs(began, site.reframe_config)
+        if left_out:
+            print(TUNING_LEFT_OUT, file=out)
         return code
 
     check_free_space(paths.store_root())
@@ -86,11 +93,12 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
     if note:
         extras["hpc_health_note"] = note.replace(",", ";")
     cmd = reframe_command(site, partition, tags, extra, prefix=run_dir,
-                          report=report_path, per_node=per_node, rounds=rounds, extras=extras)
+                          report=report_path, per_node=per_node, rounds=rounds, extras=extras,
+                          left_out=left_out)
     run_hw = site_hardware(site, partition)
     meta = {**base_provenance(site), "run_id": run_dir.name, "pid": os.getpid(),
             "partition": partition, "select_tags": list(tags), "tags": list(run_tags),
-            "note": note, "per_node": per_node,
+            "note": note, "per_node": per_node, "left_out_tags": list(left_out),
             "rounds": rounds, "hardware": run_hw, "reframe_args": list(extra),
             "capabilities": site_capabilities(site, partition),
             "command": cmd, "started": _now()}
@@ -98,6 +106,8 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
     base = baseline.status(site, refs, run_hw, pending=True)
     for line in header(site, run_dir, run_hw, refs, base, rounds, partition):
         print(line, file=out)
+    if left_out:
+        print(f"  {TUNING_LEFT_OUT}", file=out)
     print(file=out, flush=True)
 
     env = reframe_environ(run_dir.name, run_dir / "reframe-debug.log")
@@ -114,7 +124,7 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
             if parallel > 1 and find_spack(sp.get("spack_root")):
                 dry = reframe_command(site, partition, tags, extra, prefix=run_dir / "prebuild",
                                       report=run_dir / "prebuild" / "report.json",
-                                      per_node=per_node, dry_run=True)
+                                      per_node=per_node, dry_run=True, left_out=left_out)
                 meta["prebuild"] = prebuild.prebuild(
                     dry, run_dir / "prebuild", env, parallel,
                     lambda line: print(line, file=out, flush=True))
