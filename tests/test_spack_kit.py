@@ -85,16 +85,19 @@ def test_bootstrap_once_then_nothing_to_do(tmp_path):
 
 @needs_kit
 @pytest.mark.slow
-def test_a_kit_made_from_another_kit_is_the_same_kit(tmp_path):
+def test_a_kit_made_from_another_kit_holds_its_archives_and_a_spack_mirror(tmp_path):
+    """make_kit as on a connected host, the shared kit standing in for the
+    network.  One spec is mirrored: `spack mirror create` concretizes each
+    spec it is given (a minute each here), and one shows the mirror is
+    Spack's own; the full list is what `hpc-health spack kit` mirrors."""
     rec = spack_kit.record() or spack_kit.setup(SHARED_KIT)
     dest = tmp_path / "newkit"
-    spack_kit.make_kit(dest, f"file://{SHARED_KIT}", spack=rec, say=lambda line: None)
+    spack_kit.make_kit(dest, f"file://{SHARED_KIT}", spack=rec, specs=("darshan-util@3.5.0",),
+                       say=lambda line: None)
     kit = spack_kit.Kit(dest)
     kit.verify(say=lambda line: None)
     for name, _ in spack_kit.PINNED:
         assert spack_kit._sha256(dest / name) == spack_kit._sha256(SHARED_KIT / name)
     # The mirror was made by `spack mirror create`, in its own layout.
-    for spec in ("ior-3.3.0", "ior-4.0.0", "darshan-runtime-3.5.0"):
-        name = spec.rsplit("-", 1)[0]
-        assert list((dest / "mirror" / name).glob(f"{spec}.tar.gz")), spec
+    assert list((dest / "mirror" / "darshan-util").glob("darshan-util-3.5.0.tar.gz"))
     assert list((dest / "mirror" / "_source-cache" / "archive").rglob("*.tar.gz"))
