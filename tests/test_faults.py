@@ -102,9 +102,9 @@ def _ours(root):
     return [int(p) for p in out.stdout.split()]
 
 
-def _start(root):
+def _start(root, **extra):
     env = without_spack(dict(os.environ, HPC_HEALTH_ROOT=str(root),
-                             HPC_HEALTH_STORE=str(_store(root))), root)
+                             HPC_HEALTH_STORE=str(_store(root)), **extra), root)
     return subprocess.Popen([sys.executable, "-m", "hpc_health", "run", "--site", "local"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
@@ -155,6 +155,36 @@ def test_a_stop_signal_stops_reframe_and_its_jobs_and_keeps_the_run(tmp_path, si
     # Later reads still work and say what they found.
     rep = _cli(root, "report", "--site", "local")
     assert rep.returncode in (0, 1, 2) and "Traceback" not in rep.stderr
+
+
+@pytest.mark.slow
+def test_a_stop_ends_ranks_that_ignore_sigterm_within_10_s(tmp_path):
+    """A job that does not stop when asked (ranks ignoring SIGTERM, as a
+    hung rank or a wrapper that traps it does): ReFrame's cancel and our
+    SIGTERM change nothing, SIGKILL ends them inside the 10 s."""
+    from bench.fault_injection.tools import build_pmpi_delay
+    root = _slow_root(tmp_path)
+    lib = build_pmpi_delay(tmp_path)
+    proc = _start(root, OMPI_MCA_mca_base_env_list=f"LD_PRELOAD={lib};FI_IGNORE_SIGTERM=1")
+    try:
+        _wait_for_the_benchmark(root)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        time.sleep(1)
+        left = _ours(root)
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+    assert proc.returncode == 143, out + err
+    assert took < 10, f"the stop took {took:.1f} s"
+    assert left == [], "ranks that ignore SIGTERM outlived the run"
+    (run_dir,) = (_store(root) / "runs" / "local").iterdir()
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["finished"] and meta["stopped_by"] == "SIGTERM"
 
 
 @pytest.mark.slow

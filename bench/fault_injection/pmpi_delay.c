@@ -6,6 +6,8 @@
  *   FI_DELAY_NS       nanoseconds to add per call (0 or unset: no delay)
  *   FI_DELAY_RANK     only this MPI_COMM_WORLD rank is delayed (unset or -1: all)
  *   FI_INIT_DELAY_NS  nanoseconds to add to MPI_Init (a slow launcher or PMIx)
+ *   FI_IGNORE_SIGTERM 1: the rank ignores SIGTERM from its start (a hung or
+ *                     badly behaved job: only SIGKILL stops it)
  *
  * Build: mpicc -O2 -shared -fPIC -o libpmpi_delay.so pmpi_delay.c
  *
@@ -15,6 +17,7 @@
  */
 #define _POSIX_C_SOURCE 199309L
 #include <mpi.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -61,6 +64,14 @@ static void init_delay(void)
     long ns = s ? strtol(s, NULL, 10) : 0;
     if (ns > 0)
         spin_ns(ns);
+}
+
+/* At load, before main: a rank signalled before its MPI_Init ignores it too. */
+__attribute__((constructor)) static void ignore_sigterm(void)
+{
+    const char *ignore = getenv("FI_IGNORE_SIGTERM");
+    if (ignore && atoi(ignore) == 1)
+        signal(SIGTERM, SIG_IGN);
 }
 
 int MPI_Init(int *argc, char ***argv)
