@@ -8,8 +8,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from scipy import special as _sp
-
 from hpc_health.judge.stats.constants import (
     _TINY,
     ALPHA,
@@ -26,7 +24,7 @@ from hpc_health.judge.stats.constants import (
     _from_log,
     _to_log,
 )
-from hpc_health.judge.stats.robust import _location_var_factor, _worse_sign, clean, location
+from hpc_health.judge.stats.robust import _location_var_factor, _sp, _worse_sign, clean, location
 
 if TYPE_CHECKING:   # only named in annotations: reference.py imports this module
     from hpc_health.judge.stats.reference import Reference

@@ -9,10 +9,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import special as _sp
 
 from hpc_health.judge.stats.constants import EPISODE_FLOOR, LOWER, MIN_SPREAD, POWER, _check_direction
-from hpc_health.judge.stats.robust import _location_var_factor, _run_location_logs, clean, within_run_spread
+from hpc_health.judge.stats.robust import (
+    _location_var_factor,
+    _run_location_logs,
+    _sp,
+    clean,
+    within_run_spread,
+)
 
 #: SAME claims the change lies within +-COMPARE_MARGIN (an equivalence test
 #: at the decision's level).  Below 10 %: an upgrade that slowed every
@@ -161,12 +166,14 @@ def broad_shift(figures: Sequence[tuple[str, dict, dict]], alpha: float = COMPAR
     for direction, a, b in figures:
         _check_direction(direction)
         sign = 1.0 if direction == LOWER else -1.0
-        locs = {}
+        keys, kept = [], []
         for side, runs in ((0, a), (1, b)):
             for run, samples in runs.items():
                 c = clean(samples)[0]
                 if c.size and bool(np.all(c > 0)):
-                    locs[(side, run)] = float(_run_location_logs([c])[0])
+                    keys.append((side, run))
+                    kept.append(c)
+        locs = dict(zip(keys, _run_location_logs(kept).tolist())) if kept else {}
         sides = [[v for (k, _), v in locs.items() if k == side] for side in (0, 1)]
         if not (sides[0] and sides[1]):
             continue
