@@ -15,7 +15,13 @@ to the wrapper and the time until it has exited is measured:
 - ``spack-build``: ``spack install`` of the kernels into a new install tree
   (when a Spack is found or bootstrapped; else skipped, saying why);
 - ``ior-write``: IOR writing (when the site's Spack has IOR built or can
-  build it: the run builds it first, which can take minutes cold).
+  build it: the run builds it first, which can take minutes cold);
+- ``slurm-cancel``: the run as a Slurm batch job on the ``local-slurm``
+  cluster (``site_configs/local-slurm/cluster up`` first; else skipped),
+  stopped by ``scancel``, as a time limit or an operator stops it: Slurm
+  sends SIGTERM to every process of the job (the wrapper, ReFrame, mpirun,
+  the ranks) and SIGKILL KillWait seconds later (5 s on that cluster, 30 s
+  by default).  The run must be closed before the SIGKILL.
 
 After each stop: the exit code (128 + the signal), ``run.json`` finished and
 naming the signal, and the processes of the run still alive 1 s later (the
@@ -44,7 +50,9 @@ from bench.fault_injection.tools import build_pmpi_delay
 from hpc_health import processes
 from hpc_health.site import spack_kit
 
-PHASES = ("reframe-start", "benchmark", "ignoring-ranks", "spack-build", "ior-write")
+PHASES = ("reframe-start", "benchmark", "ignoring-ranks", "spack-build", "ior-write",
+          "slurm-cancel")
+CLUSTER = Path(__file__).resolve().parent.parent / "site_configs" / "local-slurm" / "cluster"
 #: How long a phase may take to be reached (a cold IOR build included).
 REACH_TIMEOUT = 1800
 
@@ -133,7 +141,74 @@ def stop_once(work, phase, sig, lib):
             "stop_s": round(took, 2), "exit_code": proc.returncode,
             "expected_exit": 128 + sig, "finished": bool(meta.get("finished")),
             "stopped_by": meta.get("stopped_by"), "left": len(left),
-            "last_line": out.strip().splitlines()[-1] if out.strip() else ""}
+            "last_line": out.strip().splitlines()[-1] if out.strip() else "",
+            "output_tail": out.strip().splitlines()[-25:]}
+
+
+def _cluster_env():
+    """The environment of the local-slurm cluster's clients, or None when it
+    is not running."""
+    if subprocess.run([str(CLUSTER), "status"], capture_output=True).returncode != 0:
+        return None
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("SLURM_") or k == "SLURM_CONF"}
+    out = subprocess.run([str(CLUSTER), "env"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        env[key] = value
+    return env
+
+
+def _ours(work):
+    out = subprocess.run(["pgrep", "-f", str(work)], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+def slurm_cancel_once(work, lib, cluster_env):
+    env, args = _root(work, "benchmark", lib)
+    env = {k: v for k, v in env.items() if not k.startswith("SLURM_")}
+    env.update({k: v for k, v in cluster_env.items() if k.startswith(("SLURM_", "OMPI_"))})
+    script = work / "night.sh"
+    script.write_text("#!/bin/bash\n" + " ".join(
+        [sys.executable, "-m", "hpc_health", "run", "--site", "local", "--", *args]) + "\n")
+    sub = subprocess.run(["sbatch", "--parsable", "-p", "debug", "-N", "1",
+                          "-o", str(work / "job-%j.out"), str(script)],
+                         capture_output=True, text=True, env=env)
+    if sub.returncode != 0:
+        return {"phase": "slurm-cancel", "reached": False, "why": sub.stderr}
+    job = sub.stdout.strip().split(";")[0]
+    started = time.monotonic()
+    pattern = f"{work}.*barrier --iters"
+    while subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode != 0:
+        if time.monotonic() - started > 300:
+            subprocess.run(["scancel", job], env=env)
+            return {"phase": "slurm-cancel", "reached": False, "why": "no benchmark in 300 s"}
+        time.sleep(0.2)
+    reached_after = time.monotonic() - started
+    t0 = time.monotonic()
+    subprocess.run(["scancel", job], env=env, check=True)
+    run_json = None
+    while time.monotonic() - t0 < 120:
+        found = sorted((work / "store" / "runs" / "local").glob("*/run.json"))
+        if found:
+            meta = json.loads(found[-1].read_text() or "{}")
+            if meta.get("finished") and not _ours(work):
+                run_json = meta
+                break
+        time.sleep(0.1)
+    took = time.monotonic() - t0
+    time.sleep(1)
+    left = _ours(work)
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    state = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "State,ExitCode", "-j", job],
+                           capture_output=True, text=True, env=env).stdout.strip()
+    meta = run_json or {}
+    return {"phase": "slurm-cancel", "reached": True, "reached_after_s": round(reached_after, 1),
+            "stop_s": round(took, 2), "exit_code": meta.get("exit_code"),
+            "expected_exit": 128 + signal.SIGTERM, "finished": bool(meta.get("finished")),
+            "stopped_by": meta.get("stopped_by"), "left": len(left), "job_state": state,
+            "last_line": (work / f"job-{job}.out").read_text().strip().splitlines()[-1:]}
 
 
 def main(argv=None):
@@ -155,10 +230,17 @@ def main(argv=None):
                       "--kit DIR)", flush=True)
                 results.append({"phase": phase, "reached": False, "why": "no Spack"})
                 continue
+            cluster_env = _cluster_env() if phase == "slurm-cancel" else None
+            if phase == "slurm-cancel" and cluster_env is None:
+                print(f"{phase}: skipped: the local-slurm cluster is not running "
+                      f"({CLUSTER} up starts it)", flush=True)
+                results.append({"phase": phase, "reached": False, "why": "no cluster"})
+                continue
             for i in range(opts.repeat):
                 work = Path(tmp) / f"{phase}-{i}"
                 work.mkdir()
-                r = stop_once(work, phase, sig, lib)
+                r = (slurm_cancel_once(work, lib, cluster_env) if cluster_env else
+                     stop_once(work, phase, sig, lib))
                 results.append(r)
                 print(f"{phase} {i + 1}/{opts.repeat}: " + (
                     f"stopped in {r['stop_s']} s (reached after {r['reached_after_s']} s), "

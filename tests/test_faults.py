@@ -146,6 +146,9 @@ def test_a_stop_signal_stops_reframe_and_its_jobs_and_keeps_the_run(tmp_path, si
     assert proc.returncode == code, out + err
     assert took < 10, f"the stop took {took:.1f} s"
     assert f"{signal.Signals(sig).name} received: stopping ReFrame and its jobs" in err
+    # The check it cut short is named as stopped, not as a fault of the machine.
+    assert "BarrierLatency: run: stopped before it finished: the run was stopped" in out, out
+    assert f"Next: the run was stopped by {signal.Signals(sig).name}" in out, out
     time.sleep(1)
     assert _ours(root) == [], "ReFrame or its benchmarks outlived the run"
     (run_dir,) = (_store(root) / "runs" / "local").iterdir()

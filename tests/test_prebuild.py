@@ -68,7 +68,7 @@ def test_the_first_concretizes_alone_then_two_at_a_time(tmp_path):
     for at, _ in spans:
         assert sum(s <= at < e for s, e in spans) <= 2
     assert all(b.ok for b in builds)
-    assert said[0].startswith("  stream (default-gnu-mpi): concretizing alone first")
+    assert said[0].startswith("  stream (default-gnu-mpi): alone first (a first concretization")
     assert sum("ready" in s and "concretize ran, install ran" in s for s in said) == 4
 
 

@@ -177,6 +177,19 @@ def inherited_reason(tc: dict[str, Any], cases: Any) -> str | None:
     return None
 
 
+#: ReFrame's reason for a case it was running when the run was stopped
+#: (hpc-health stops ReFrame with SIGINT).
+_ABORTED_BY_STOP = "aborted due to KeyboardInterrupt"
+
+
+def _stopped_said(reason: str | None) -> str | None:
+    """ReFrame's reason, said as what it is when the case was cut short by a
+    stop: the operator's or the scheduler's doing, not the machine's."""
+    if reason and _ABORTED_BY_STOP in reason:
+        return "stopped before it finished: the run was stopped (a signal), not a fault it found"
+    return reason
+
+
 def measurements(report: dict[str, Any]) -> list[Measurement]:
     out = []
     cases = {(tc.get("unique_name"), f"{tc.get('system')}:{tc.get('partition')}",
@@ -196,7 +209,7 @@ def measurements(report: dict[str, Any]) -> list[Measurement]:
                     result=tc.get("result", ""), fail_phase=tc.get("fail_phase"),
                     fail_reason=(inherited_reason(tc, cases)
                                  if tc.get("result") in ("skip", "fail_deps")
-                                 else tc.get("fail_reason")), params=params,
+                                 else _stopped_said(tc.get("fail_reason"))), params=params,
                     nodes=list(tc.get("job_nodelist") or []),
                     busy=nodeload.note(_mapping(tc.get("node_load"))),
                     busy_share=nodeload.share(_mapping(tc.get("node_load"))))

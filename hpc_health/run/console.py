@@ -62,7 +62,8 @@ def drift_lines(drifts, nights):
     return lines
 
 
-def next_step(site, verdict_list, base, run_dir, adopted=False, drifts=(), whole=None):
+def next_step(site, verdict_list, base, run_dir, adopted=False, drifts=(), whole=None,
+              stopped_by=None):
     """One sentence on what to do now."""
     counts = {}
     for v in verdict_list:
@@ -72,6 +73,10 @@ def next_step(site, verdict_list, base, run_dir, adopted=False, drifts=(), whole
         m = worst.measurement
         return (f"Next: look at the {worst.verdict} figures above; when it started: "
                 f"hpc-health history --site {site.name} --check '{m.test}' --var {m.variable}")
+    if stopped_by:
+        return (f"Next: the run was stopped by {stopped_by}; the checks that completed are "
+                "judged above and kept, the one it cut short says so; run again for a whole "
+                "night (a stopped run counts towards no baseline)")
     if counts.get(verdicts.FAIL):
         return (f"Next: the FAIL lines above give each reason; ReFrame's full output is "
                 f"{run_dir / 'reframe.out'}")

@@ -116,7 +116,7 @@ def build_all(builds, env, parallel, say):
     first = builds[-1] if len(builds) > 1 and parallel > 1 else None
     try:
         if first is not None:
-            say(f"  {first.name}: concretizing alone first (builds Spack's package index)")
+            say(f"  {first.name}: alone first (a first concretization builds Spack's package index)")
             started = time.monotonic()
             proc = _start(first, env, phase="concretize")
             running[proc] = (first, started)

@@ -189,6 +189,10 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
             print("\nhpc-health: stopped while Spack built, before any check ran; "
                   f"the builds' output is in {run_dir / 'prebuild'}", file=sys.stderr)
             return meta["exit_code"]
+        if interrupted and log.lost is None and not _started_a_check(run_dir / "reframe.out"):
+            print(f"\nhpc-health: stopped by {meta['stopped_by']} before ReFrame ran a check; "
+                  f"its output is in {run_dir / 'reframe.out'}", file=sys.stderr)
+            return meta["exit_code"]
         tail = "".join(_last_lines(run_dir / "reframe.out", 15))
         free = shutil.disk_usage(run_dir).free
         # The reserve released: a full store shows its 4 MiB free again.
@@ -252,8 +256,17 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
             adopted = capture.summary(proposals)[0] > 0
             for line in adoption_lines(base, written, proposals):
                 print(line, file=out)
-    print(next_step(site, verdict_list, base, run_dir, adopted, drifts, whole), file=out)
+    print(next_step(site, verdict_list, base, run_dir, adopted, drifts, whole,
+                    meta.get("stopped_by")), file=out)
     return code
+
+
+def _started_a_check(reframe_out):
+    """Whether ReFrame's output shows a test case started."""
+    try:
+        return "RUN     " in reframe_out.read_text(errors="replace")
+    except OSError:
+        return True     # unknown: say what is known, ReFrame's last lines
 
 
 class _Kept:
