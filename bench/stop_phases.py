@@ -21,7 +21,12 @@ to the wrapper and the time until it has exited is measured:
   stopped by ``scancel``, as a time limit or an operator stops it: Slurm
   sends SIGTERM to every process of the job (the wrapper, ReFrame, mpirun,
   the ranks) and SIGKILL KillWait seconds later (5 s on that cluster, 30 s
-  by default).  The run must be closed before the SIGKILL.
+  by default).  The run must be closed before the SIGKILL.  The batch
+  script ``exec``s the run, as ``ci/nightly.sh`` does;
+- ``slurm-cancel-child``: the same with the run a child of the batch
+  shell.  Slurm's cancel signals only the batch shell of a batch step (not
+  its children: ``scancel --full`` would), so the run gets no SIGTERM and
+  is lost at the SIGKILL: what this phase shows.
 
 After each stop: the exit code (128 + the signal), ``run.json`` finished and
 naming the signal, and the processes of the run still alive 1 s later (the
@@ -51,7 +56,7 @@ from hpc_health import processes
 from hpc_health.site import spack_kit
 
 PHASES = ("reframe-start", "benchmark", "ignoring-ranks", "spack-build", "ior-write",
-          "slurm-cancel")
+          "slurm-cancel", "slurm-cancel-child")
 CLUSTER = Path(__file__).resolve().parent.parent / "site_configs" / "local-slurm" / "cluster"
 #: How long a phase may take to be reached (a cold IOR build included).
 REACH_TIMEOUT = 1800
@@ -164,31 +169,32 @@ def _ours(work):
     return [int(p) for p in out.stdout.split()]
 
 
-def slurm_cancel_once(work, lib, cluster_env):
+def slurm_cancel_once(work, lib, cluster_env, phase="slurm-cancel"):
     env, args = _root(work, "benchmark", lib)
     env = {k: v for k, v in env.items() if not k.startswith("SLURM_")}
     env.update({k: v for k, v in cluster_env.items() if k.startswith(("SLURM_", "OMPI_"))})
     script = work / "night.sh"
-    script.write_text("#!/bin/bash\n" + " ".join(
+    how = "" if phase == "slurm-cancel-child" else "exec "
+    script.write_text("#!/bin/bash\n" + how + " ".join(
         [sys.executable, "-m", "hpc_health", "run", "--site", "local", "--", *args]) + "\n")
     sub = subprocess.run(["sbatch", "--parsable", "-p", "debug", "-N", "1",
                           "-o", str(work / "job-%j.out"), str(script)],
                          capture_output=True, text=True, env=env)
     if sub.returncode != 0:
-        return {"phase": "slurm-cancel", "reached": False, "why": sub.stderr}
+        return {"phase": phase, "reached": False, "why": sub.stderr}
     job = sub.stdout.strip().split(";")[0]
     started = time.monotonic()
     pattern = f"{work}.*barrier --iters"
     while subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode != 0:
         if time.monotonic() - started > 300:
             subprocess.run(["scancel", job], env=env)
-            return {"phase": "slurm-cancel", "reached": False, "why": "no benchmark in 300 s"}
+            return {"phase": phase, "reached": False, "why": "no benchmark in 300 s"}
         time.sleep(0.2)
     reached_after = time.monotonic() - started
     t0 = time.monotonic()
     subprocess.run(["scancel", job], env=env, check=True)
     run_json = None
-    while time.monotonic() - t0 < 120:
+    while time.monotonic() - t0 < 60:
         found = sorted((work / "store" / "runs" / "local").glob("*/run.json"))
         if found:
             meta = json.loads(found[-1].read_text() or "{}")
@@ -204,7 +210,7 @@ def slurm_cancel_once(work, lib, cluster_env):
     state = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "State,ExitCode", "-j", job],
                            capture_output=True, text=True, env=env).stdout.strip()
     meta = run_json or {}
-    return {"phase": "slurm-cancel", "reached": True, "reached_after_s": round(reached_after, 1),
+    return {"phase": phase, "reached": True, "reached_after_s": round(reached_after, 1),
             "stop_s": round(took, 2), "exit_code": meta.get("exit_code"),
             "expected_exit": 128 + signal.SIGTERM, "finished": bool(meta.get("finished")),
             "stopped_by": meta.get("stopped_by"), "left": len(left), "job_state": state,
@@ -230,8 +236,9 @@ def main(argv=None):
                       "--kit DIR)", flush=True)
                 results.append({"phase": phase, "reached": False, "why": "no Spack"})
                 continue
-            cluster_env = _cluster_env() if phase == "slurm-cancel" else None
-            if phase == "slurm-cancel" and cluster_env is None:
+            slurm = phase.startswith("slurm-")
+            cluster_env = _cluster_env() if slurm else None
+            if slurm and cluster_env is None:
                 print(f"{phase}: skipped: the local-slurm cluster is not running "
                       f"({CLUSTER} up starts it)", flush=True)
                 results.append({"phase": phase, "reached": False, "why": "no cluster"})
@@ -239,7 +246,7 @@ def main(argv=None):
             for i in range(opts.repeat):
                 work = Path(tmp) / f"{phase}-{i}"
                 work.mkdir()
-                r = (slurm_cancel_once(work, lib, cluster_env) if cluster_env else
+                r = (slurm_cancel_once(work, lib, cluster_env, phase) if slurm else
                      stop_once(work, phase, sig, lib))
                 results.append(r)
                 print(f"{phase} {i + 1}/{opts.repeat}: " + (
@@ -250,7 +257,8 @@ def main(argv=None):
                 shutil.rmtree(work, ignore_errors=True)
     if opts.json:
         opts.json.write_text(json.dumps({"signal": opts.signal, "results": results}, indent=1))
-    bad = [r for r in results if r.get("reached") and (
+    # The child variant shows what a batch script without exec loses.
+    bad = [r for r in results if r.get("reached") and r["phase"] != "slurm-cancel-child" and (
         r["stop_s"] >= 10 or r["left"] or r["exit_code"] != r["expected_exit"]
         or not r["finished"])]
     print(f"{len(bad)} stop(s) over 10 s, with processes left, or not closed")
