@@ -18,11 +18,10 @@ to the wrapper and the time until it has exited is measured:
   build it: the run builds it first, which can take minutes cold);
 - ``slurm-cancel``: the run as a Slurm batch job on the ``local-slurm``
   cluster (``site_configs/local-slurm/cluster up`` first; else skipped),
-  stopped by ``scancel``, as a time limit or an operator stops it: Slurm
-  sends SIGTERM to every process of the job (the wrapper, ReFrame, mpirun,
-  the ranks) and SIGKILL KillWait seconds later (5 s on that cluster, 30 s
-  by default).  The run must be closed before the SIGKILL.  The batch
-  script ``exec``s the run, as ``ci/nightly.sh`` does;
+  stopped by ``scancel`` as an operator stops it: Slurm sends SIGCONT and
+  SIGTERM to the batch shell and SIGKILL KillWait seconds later (5 s on
+  that cluster, 30 s by default).  The run must be closed before the
+  SIGKILL.  The batch script ``exec``s the run, as ``ci/nightly.sh`` does;
 - ``slurm-cancel-child``: the same with the run a child of the batch
   shell.  Slurm's cancel signals only the batch shell of a batch step (not
   its children: ``scancel --full`` would), so the run gets no SIGTERM and
