@@ -16,7 +16,7 @@ shift
 hh=${HPC_HEALTH:-$repo/.venv/bin/hpc-health}
 [[ -x $hh ]] || hh=hpc-health
 
-# exec: in a Slurm batch job, a cancel or time limit signals only the batch
-# shell; the run must be that shell to hear it and close the night
+# exec: in a Slurm batch job, scancel signals only the batch shell; the run
+# must be that shell to hear it and close the night
 # (docs/faults.md, "The stop, phase by phase").
 exec "$hh" run --site "$site" "$@"
