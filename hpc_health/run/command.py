@@ -55,9 +55,9 @@ def left_out_tags(tags=(), extra=(), tuning=False):
     """ReFrame tags a run leaves out: the tuning sweeps, unless asked for
     (*tuning*), or selected by tag (*tags*) or by name or tag among the
     ReFrame options *extra*."""
-    selected = TUNING_TAG in tags or any(a.startswith(_SELECTING) and not a.startswith("--")
-                                         or a.split("=")[0] in _SELECTING for a in extra)
-    return () if tuning or selected else (TUNING_TAG,)
+    # "-n", "-nX", "--name", "--name=X" (likewise -t, --tag).
+    selecting = any(a.split("=")[0] in _SELECTING or a[:2] in ("-n", "-t") for a in extra)
+    return () if tuning or TUNING_TAG in tags or selecting else (TUNING_TAG,)
 
 
 def reframe_command(site, partition=None, tags=(), extra=(), list_only=False,
