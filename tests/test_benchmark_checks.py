@@ -578,3 +578,47 @@ def test_the_validation_launch_is_checked_apart_from_the_timed_ones(tmp_path):
     # Cut short after its header: no size reached.
     with pytest.raises(SanityError, match="validation launch"):
         check(_FakeOsuJob(tmp_path, f"{osu_lib.VALIDATION_MARK}\n# OSU MPI Allreduce\n"))
+
+
+# ------------------------------------------------- ReFrame's deprecation cost
+
+def _read_deprecated_field(field, holder):
+    return field.__get__(holder, type(holder))     # the user frame of the warning
+
+
+def test_the_cheaper_deprecation_warning_points_where_reframes_own_does(monkeypatch):
+    """Read through ReFrame's deprecated-field descriptor, ReFrame's original
+    function and the check library's replacement name the same file and line."""
+    import warnings
+
+    from reframe.core import fields
+    from reframe.core import warnings as rfm_warnings
+
+    from hpc_health.checklib import reframe_patch
+
+    # Importing the check library put the replacement in place.
+    assert fields.user_deprecation_warning is reframe_patch.user_deprecation_warning
+
+    class Holder:
+        pass
+
+    field = fields.DeprecatedField(fields.Field(), "'old' is deprecated; use 'new'")
+    field.__set_name__(Holder, "old")
+    holder = Holder()
+    holder.__dict__["old"] = 42
+    where = {}
+    for name, fn in (("reframe", reframe_patch._ORIGINAL),
+                     ("ours", reframe_patch.user_deprecation_warning)):
+        monkeypatch.setattr(fields, "user_deprecation_warning", fn)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert _read_deprecated_field(field, holder) == 42
+        assert [w.category for w in caught] == [rfm_warnings.ReframeDeprecationWarning]
+        where[name] = (caught[0].filename, caught[0].lineno)
+    assert where["ours"] == where["reframe"]
+    assert where["ours"][0] == __file__
+    # A warning scheduled for a later ReFrame is not given yet.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        reframe_patch.user_deprecation_warning("later", from_version="99.0.0")
+    assert caught == []

@@ -8,3 +8,7 @@ Layering: this package imports ReFrame and the core (parsers, statistics,
 references, site settings); the core never imports it, and the command
 layer (``cli/``, ``run/``) sits on top.
 """
+
+from hpc_health.checklib import reframe_patch
+
+reframe_patch.apply()
