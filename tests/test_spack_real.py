@@ -50,11 +50,12 @@ def _sandbox(tmp_path, **partition):
     # Small sizes: this is about the Spack path, not about the figures.
     # OSU 7.4's -c validation checks every buffer of every iteration: at
     # -i 100 osu_bw and osu_bibw up to 4 MiB took 110-126 s each here
-    # (OSU's own counts: about 30 s), at -i 10 about 15 s.
+    # (OSU's own counts: about 30 s), at -i 10 11-13 s, up to 64 KiB 2 s.
     doc["partitions"]["default"].update({
         "kernels": {"samples": 2, "halo_iters": 50, "barrier_iters": 200},
         "stream": {"samples": 2},
-        "osu": {"iterations": 10, "warmup": 2, "samples": 2},
+        "osu": {"iterations": 10, "warmup": 2, "samples": 2,
+                "sizes": {"bw": [16384, 65536], "bibw": [16384, 65536]}},
         "osu_algorithms": {"rounds": 2},
         "ior": {"block_size": "2m", "segments": 2, "repetitions": 2},
         "mdtest": {"items": 50, "samples": 2},
