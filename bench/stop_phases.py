@@ -25,7 +25,15 @@ to the wrapper and the time until it has exited is measured:
 - ``slurm-cancel-child``: the same with the run a child of the batch
   shell.  Slurm's cancel signals only the batch shell of a batch step (not
   its children: ``scancel --full`` would), so the run gets no SIGTERM and
-  is lost at the SIGKILL: what this phase shows.
+  is lost at the SIGKILL: what this phase shows;
+- ``slurm-timelimit``: the batch job (``exec``) reaching its time limit
+  (``--time=1``): Slurm signals every process of the job, the run, ReFrame
+  and the ranks at once, SIGKILL KillWait seconds later.  The stop is timed
+  from the run's ``SIGTERM received`` line;
+- ``slurm-signal``: the batch job asking for SIGTERM before its limit
+  (``--time=3 --signal=B:TERM@120``, as a site's nightly job should): only
+  the batch shell, that is the run, is signalled, and it closes before
+  the limit.
 
 After each stop: the exit code (128 + the signal), ``run.json`` finished and
 naming the signal, and the processes of the run still alive 1 s later (the
@@ -55,7 +63,10 @@ from hpc_health import processes
 from hpc_health.site import spack_kit
 
 PHASES = ("reframe-start", "benchmark", "ignoring-ranks", "spack-build", "ior-write",
-          "slurm-cancel", "slurm-cancel-child")
+          "slurm-cancel", "slurm-cancel-child", "slurm-timelimit", "slurm-signal")
+#: sbatch options of the Slurm phases that Slurm itself stops (minutes are
+#: the time limit's unit; Slurm checks limits and signals about every 30 s).
+_SBATCH = {"slurm-timelimit": ["--time=1"], "slurm-signal": ["--time=3", "--signal=B:TERM@120"]}
 CLUSTER = Path(__file__).resolve().parent.parent / "site_configs" / "local-slurm" / "cluster"
 #: How long a phase may take to be reached (a cold IOR build included).
 REACH_TIMEOUT = 1800
@@ -168,20 +179,33 @@ def _ours(work):
     return [int(p) for p in out.stdout.split()]
 
 
-def slurm_cancel_once(work, lib, cluster_env, phase="slurm-cancel"):
+def _signal_seen(output, since, limit):
+    """When the run printed that a signal reached it (Slurm's own stop)."""
+    while time.monotonic() - since < limit:
+        if output.is_file() and " received: stopping" in output.read_text(errors="replace"):
+            return time.monotonic()
+        time.sleep(0.05)
+    return None
+
+
+def slurm_stop_once(work, lib, cluster_env, phase="slurm-cancel"):
     env, args = _root(work, "benchmark", lib)
     env = {k: v for k, v in env.items() if not k.startswith("SLURM_")}
     env.update({k: v for k, v in cluster_env.items() if k.startswith(("SLURM_", "OMPI_"))})
+    if phase in _SBATCH:
+        # Launches enough to outlast the time limit.
+        args += ["-S", "samples=2000"]
     script = work / "night.sh"
     how = "" if phase == "slurm-cancel-child" else "exec "
     script.write_text("#!/bin/bash\n" + how + " ".join(
         [sys.executable, "-m", "hpc_health", "run", "--site", "local", "--", *args]) + "\n")
-    sub = subprocess.run(["sbatch", "--parsable", "-p", "debug", "-N", "1",
+    sub = subprocess.run(["sbatch", "--parsable", "-p", "debug", "-N", "1", *_SBATCH.get(phase, []),
                           "-o", str(work / "job-%j.out"), str(script)],
                          capture_output=True, text=True, env=env)
     if sub.returncode != 0:
         return {"phase": phase, "reached": False, "why": sub.stderr}
     job = sub.stdout.strip().split(";")[0]
+    output = work / f"job-{job}.out"
     started = time.monotonic()
     pattern = f"{work}.*barrier --iters"
     while subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode != 0:
@@ -190,8 +214,15 @@ def slurm_cancel_once(work, lib, cluster_env, phase="slurm-cancel"):
             return {"phase": phase, "reached": False, "why": "no benchmark in 300 s"}
         time.sleep(0.2)
     reached_after = time.monotonic() - started
-    t0 = time.monotonic()
-    subprocess.run(["scancel", job], env=env, check=True)
+    if phase in _SBATCH:
+        t0 = _signal_seen(output, started, 400)
+        if t0 is None:
+            subprocess.run(["scancel", job], env=env)
+            return {"phase": phase, "reached": False, "why": "Slurm sent no signal in 400 s"}
+        reached_after = t0 - started
+    else:
+        t0 = time.monotonic()
+        subprocess.run(["scancel", job], env=env, check=True)
     run_json = None
     while time.monotonic() - t0 < 60:
         found = sorted((work / "store" / "runs" / "local").glob("*/run.json"))
@@ -213,7 +244,7 @@ def slurm_cancel_once(work, lib, cluster_env, phase="slurm-cancel"):
             "stop_s": round(took, 2), "exit_code": meta.get("exit_code"),
             "expected_exit": 128 + signal.SIGTERM, "finished": bool(meta.get("finished")),
             "stopped_by": meta.get("stopped_by"), "left": len(left), "job_state": state,
-            "last_line": (work / f"job-{job}.out").read_text().strip().splitlines()[-1:]}
+            "last_line": output.read_text().strip().splitlines()[-1:]}
 
 
 def main(argv=None):
@@ -245,7 +276,7 @@ def main(argv=None):
             for i in range(opts.repeat):
                 work = Path(tmp) / f"{phase}-{i}"
                 work.mkdir()
-                r = (slurm_cancel_once(work, lib, cluster_env, phase) if slurm else
+                r = (slurm_stop_once(work, lib, cluster_env, phase) if slurm else
                      stop_once(work, phase, sig, lib))
                 results.append(r)
                 print(f"{phase} {i + 1}/{opts.repeat}: " + (

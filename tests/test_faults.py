@@ -502,22 +502,26 @@ def test_a_benchmark_that_exits_non_zero_fails_with_its_own_words(tmp_path):
 @pytest.mark.slow
 def test_a_benchmark_killed_by_a_signal_is_a_fail_naming_the_launch(tmp_path):
     root = _slow_root(tmp_path)
-    # One launch that runs for minutes unless killed: the killer cannot miss
-    # it (short launches could all end between two looks, and the test flipped).
+    # One launch that runs for many seconds unless killed: the killer cannot
+    # miss it (short launches could all end between two looks, and the test
+    # flipped).  10 million barriers per communicator is the kernel's
+    # largest count (more is refused with exit 2, a failure of another kind).
     _edit_site(root, lambda d: d["partitions"]["default"].update(
-        kernels={"samples": 1, "barrier_iters": 100000000}))
+        kernels={"samples": 1, "barrier_iters": 10_000_000}))
     proc = _start(root)
+    killed = False
     try:
         _wait_for_the_benchmark(root)
         rank = f"^{root.parent}.*/build/barrier --iters"
         deadline = time.monotonic() + 60
-        while subprocess.run(["pkill", "-KILL", "-f", rank]).returncode and \
-                time.monotonic() < deadline:
+        while not killed and time.monotonic() < deadline:
+            killed = subprocess.run(["pkill", "-KILL", "-f", rank]).returncode == 0
             time.sleep(0.05)    # not started yet
         out, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             proc.kill()
+    assert killed, "no rank of the barrier benchmark was found to kill"
     assert proc.returncode == 1, out + err
     fail = [line for line in out.splitlines() if line.startswith("FAIL: BarrierLatency:")]
     assert fail and "sanity:" in fail[0], out
