@@ -17,6 +17,7 @@ hh=${HPC_HEALTH:-$repo/.venv/bin/hpc-health}
 [[ -x $hh ]] || hh=hpc-health
 
 # exec: in a Slurm batch job, scancel signals only the batch shell; the run
-# must be that shell to hear it and close the night
-# (docs/faults.md, "The stop, phase by phase").
+# must be that shell to hear it and close the night.  Under a time limit,
+# also ask for the signal before it (#SBATCH --signal=B:TERM@300), so the
+# night is closed before the limit (docs/faults.md, "The stop, phase by phase").
 exec "$hh" run --site "$site" "$@"
