@@ -9,6 +9,7 @@ import json
 import os
 import select
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -119,6 +120,22 @@ def test_the_export_file_holds_runs_samples_verdicts_and_capabilities(shared_exp
     assert files["report.json"]["runs"][0]["testcases"][0]["outputdir"] == "output/case0"
     canonical = json.dumps(files, sort_keys=True, separators=(",", ":")).encode()
     assert run["sha256"] == hashlib.sha256(canonical).hexdigest()
+
+
+def test_nothing_an_import_writes_is_writable_by_everyone_whatever_the_umask(shared_export,
+                                                                            tmp_path):
+    _, out, _ = shared_export
+    b = make_root(tmp_path / "b", references=False)
+    old = os.umask(0)       # as cron or a service may start the suite
+    try:
+        res = hpc_health(b, "import", str(out))
+    finally:
+        os.umask(old)
+    assert res.returncode == 0, res.stderr
+    store = b.parent / "store"
+    written = [p for p in store.rglob("*")]
+    assert any(p.name == "run.json" for p in written)
+    assert [p for p in written if p.lstat().st_mode & stat.S_IWOTH] == []
 
 
 def test_import_into_an_empty_store_then_compare_with_a_local_site(shared_export, tmp_path):

@@ -5,6 +5,7 @@ check, 2 a usage or configuration error, 130 interrupted.
 """
 
 import json
+import os
 
 import click
 
@@ -19,6 +20,9 @@ from hpc_health.errors import ConfigError
 def cli():
     """Nightly HPC health: ReFrame checks built through Spack, judged
     against per-site references."""
+    # Nothing the suite writes (store, references, caches, ReFrame's output)
+    # may be writable by everyone, whatever umask cron or a service gave it.
+    os.umask(os.umask(0) | 0o002)
 
 
 @cli.command()
