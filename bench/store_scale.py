@@ -29,6 +29,7 @@ runs on), then times the commands as a user runs them -- a whole
     python -m bench.store_scale --from-run DIR --nights 365 --json store_scale.json
     python -m bench.store_scale --store /tmp/year --keep --no-other
     python -m bench.store_scale --code 10a4e53 --code 885933d    # two other versions
+    python -m bench.store_scale --from-run DIR --leave-out-tag tuning   # a --tuning run as nightly
 
 Prints a Markdown table with the load average of this machine at each
 measurement; ``--json FILE`` writes the timings.
@@ -109,7 +110,7 @@ class Template:
     """The real run, read once: the report with every testcase also on the
     second partition, and what varies per night."""
 
-    def __init__(self, src, second):
+    def __init__(self, src, second, leave_out=()):
         self.src = Path(src).resolve()
         self.second = second
         raw = (self.src / "report.json").read_text()
@@ -118,6 +119,18 @@ class Template:
         self.meta = json.loads((self.src / "run.json").read_text())
         vpath = self.src / "verdicts.json"
         self.verdicts = json.loads(vpath.read_text()) if vpath.exists() else []
+        if leave_out:
+            # As a plain nightly run leaves out the tuning sweeps that a
+            # run made with --tuning has.
+            dropped = set()
+            for run in self.report.get("runs", []):
+                keep = [tc for tc in run.get("testcases", [])
+                        if not set(tc.get("tags") or ()) & set(leave_out)]
+                dropped |= {tc.get("display_name", "").split(" ~")[0]
+                            for tc in run.get("testcases", []) if tc not in keep}
+                run["testcases"] = keep
+            self.verdicts = [v for v in self.verdicts if v.get("check") not in dropped]
+            self.meta["left_out_tags"] = sorted(leave_out)
         self.partitions = sorted({f"{tc.get('system')}:{tc.get('partition')}"
                                   for run in self.report.get("runs", [])
                                   for tc in run.get("testcases", [])})
@@ -252,8 +265,8 @@ def _write(path, data):
         json.dump(data, fp, indent=1, sort_keys=True)
 
 
-def synthesise(src, store, nights, seed, step, second="second"):
-    tpl = Template(src, second)
+def synthesise(src, store, nights, seed, step, second="second", leave_out=()):
+    tpl = Template(src, second, leave_out)
     rng = random.Random(seed)
     upgrade_at = nights - 5
     t0 = time.monotonic()
@@ -571,6 +584,9 @@ def main(argv=None):
                    help="worsening of the stepped figures from the upgrade on (fraction)")
     p.add_argument("--step-share", type=float, default=STEP_SHARE,
                    help="share of the figures that step at the upgrade (1: every figure)")
+    p.add_argument("--leave-out-tag", action="append", default=[], metavar="TAG",
+                   help="drop the source run's checks with this tag (tuning: a run made with "
+                        "--tuning stands for plain nightly runs)")
     p.add_argument("--check", help="history of this check (display name) ...")
     p.add_argument("--var", help="... and variable (default: one of the report)")
     p.add_argument("--code", action="append", metavar="COMMIT",
@@ -594,11 +610,12 @@ def main(argv=None):
     load_start = _load()
     try:
         if args.reuse:
-            tpl, took = Template(src, "second"), None
+            tpl, took = Template(src, "second", args.leave_out_tag), None
         else:
             print(f"synthesising {args.nights} runs from {src} into {store}", file=sys.stderr)
             store.mkdir(parents=True, exist_ok=True)
-            tpl, took = synthesise(src, store, args.nights, args.seed, args.step)
+            tpl, took = synthesise(src, store, args.nights, args.seed, args.step,
+                                    leave_out=args.leave_out_tag)
         figures = {k: v for k, v in pick_figures(tpl).items() if v}
         if args.check and args.var:
             figures = {"chosen": (args.check, args.var)}
