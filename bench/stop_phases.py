@@ -192,7 +192,8 @@ def slurm_stop_once(work, lib, cluster_env, phase="slurm-cancel"):
     env, args = _root(work, "benchmark", lib)
     env = {k: v for k, v in env.items() if not k.startswith("SLURM_")}
     env.update({k: v for k, v in cluster_env.items() if k.startswith(("SLURM_", "OMPI_"))})
-    if phase in _SBATCH:
+    slurm_stops = phase in _SBATCH     # a time limit, not scancel
+    if slurm_stops:
         # Launches enough to outlast the time limit.
         args += ["-S", "samples=2000"]
     script = work / "night.sh"
@@ -213,16 +214,15 @@ def slurm_stop_once(work, lib, cluster_env, phase="slurm-cancel"):
             subprocess.run(["scancel", job], env=env)
             return {"phase": phase, "reached": False, "why": "no benchmark in 300 s"}
         time.sleep(0.2)
-    reached_after = time.monotonic() - started
-    if phase in _SBATCH:
+    if slurm_stops:
         t0 = _signal_seen(output, started, 400)
         if t0 is None:
             subprocess.run(["scancel", job], env=env)
             return {"phase": phase, "reached": False, "why": "Slurm sent no signal in 400 s"}
-        reached_after = t0 - started
     else:
         t0 = time.monotonic()
         subprocess.run(["scancel", job], env=env, check=True)
+    reached_after = t0 - started
     run_json = None
     while time.monotonic() - t0 < 60:
         found = sorted((work / "store" / "runs" / "local").glob("*/run.json"))

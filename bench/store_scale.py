@@ -122,12 +122,14 @@ class Template:
         if leave_out:
             # As a plain nightly run leaves out the tuning sweeps that a
             # run made with --tuning has.
-            dropped = set()
+            leave_out, dropped = set(leave_out), set()
             for run in self.report.get("runs", []):
-                keep = [tc for tc in run.get("testcases", [])
-                        if not set(tc.get("tags") or ()) & set(leave_out)]
-                dropped |= {tc.get("display_name", "").split(" ~")[0]
-                            for tc in run.get("testcases", []) if tc not in keep}
+                keep = []
+                for tc in run.get("testcases", []):
+                    if leave_out & set(tc.get("tags") or ()):
+                        dropped.add(tc.get("display_name", "").split(" ~")[0])
+                    else:
+                        keep.append(tc)
                 run["testcases"] = keep
             self.verdicts = [v for v in self.verdicts if v.get("check") not in dropped]
             self.meta["left_out_tags"] = sorted(leave_out)

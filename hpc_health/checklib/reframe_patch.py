@@ -16,6 +16,7 @@ and warns under the same version rule.  It is applied when the check library
 is imported, that is inside the ReFrame process only.
 """
 
+import functools
 import sys
 import warnings
 
@@ -33,6 +34,11 @@ def _release(version):
     return semver.VersionInfo(info.major, info.minor, info.patch)
 
 
+_RUNNING = _release(reframe.VERSION)
+# Called on every log record: each scheduled version is parsed once.
+_since = functools.lru_cache(maxsize=None)(semver.VersionInfo.parse)
+
+
 def user_deprecation_warning(message, from_version='0.0.0'):
     """``reframe.core.warnings.user_deprecation_warning`` without
     ``inspect.stack()``: the warning points at the first frame outside
@@ -43,7 +49,7 @@ def user_deprecation_warning(message, from_version='0.0.0'):
         level += 1
         frame = frame.f_back
     if (rfm_warnings._RAISE_DEPRECATION_ALWAYS or
-            _release(reframe.VERSION) >= semver.VersionInfo.parse(from_version)):
+            _RUNNING >= _since(from_version)):
         warnings.warn(message, rfm_warnings.ReframeDeprecationWarning, stacklevel=level)
 
 
