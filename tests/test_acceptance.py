@@ -24,7 +24,7 @@ from bench.fault_injection.tools import build_pmpi_delay
 from hpc_health import paths
 
 # About comparing runs, not building: the kernels build with CMake.
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("spack_hidden")]
+pytestmark = [pytest.mark.slow, pytest.mark.quiet, pytest.mark.usefixtures("spack_hidden")]
 
 if local_mpi.missing_tools():
     pytest.skip(f"needs {', '.join(local_mpi.missing_tools())} (bash ci/setup.sh installs them)",

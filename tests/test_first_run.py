@@ -45,6 +45,7 @@ def _report(root):
 
 
 @pytest.mark.slow
+@pytest.mark.quiet
 @pytest.mark.skipif(not shutil.which("mpirun"), reason="needs mpirun (ci/setup.sh)")
 def test_a_new_machine_collects_a_baseline_then_adopts_it(tmp_path):
     # Three runs: from two (one degree of freedom) the test could flag only
@@ -104,6 +105,7 @@ def test_a_new_machine_collects_a_baseline_then_adopts_it(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.quiet
 @pytest.mark.skipif(not shutil.which("mpirun"), reason="needs mpirun (ci/setup.sh)")
 def test_references_of_other_hardware_are_never_applied(tmp_path):
     root = _root(tmp_path)
@@ -125,6 +127,7 @@ def test_references_of_other_hardware_are_never_applied(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.quiet
 @pytest.mark.skipif(not shutil.which("mpirun"), reason="needs mpirun (ci/setup.sh)")
 def test_reframe_fails_where_a_figure_got_worse_never_where_it_got_better(tmp_path):
     root = _root(tmp_path)

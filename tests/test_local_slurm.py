@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.quiet]
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 CLUSTER = REPO / "site_configs" / "local-slurm" / "cluster"

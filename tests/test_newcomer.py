@@ -37,6 +37,7 @@ from bench.fault_injection.tools import build_pmpi_delay
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.quiet,
     pytest.mark.skipif(bool(local_mpi.missing_tools()) or not shutil.which("mpicc"),
                        reason="needs mpirun and mpicc (bash ci/setup.sh installs them)"),
 ]

@@ -1,5 +1,5 @@
 """The pre-build: the run's Spack build scripts side by side before the
-checks, the first alone up to its concretization; a failure not retried
+checks, Spack's package index built alone first; a failure not retried
 within a run.  The scripts here are real processes standing where ReFrame's
 build scripts stand (tests/test_spack_real.py runs the real ones)."""
 
@@ -42,7 +42,7 @@ def _events(log):
     return out
 
 
-def test_the_first_concretizes_alone_then_two_at_a_time(tmp_path):
+def test_the_index_is_built_alone_then_two_at_a_time(tmp_path):
     stage, log = tmp_path / "stage", tmp_path / "events"
     for name in ("kernels", "osu", "stream"):
         _script(stage, name, _timed(log, name))
@@ -54,10 +54,10 @@ def test_the_first_concretizes_alone_then_two_at_a_time(tmp_path):
     said = []
     prebuild.build_all(builds, dict(os.environ), 2, said.append)
     ev = _events(log)
-    # The smallest alone, told to stop after concretizing; then the others
-    # largest first, and it last.
+    # The smallest alone, told to build Spack's index only; then all of
+    # them largest first.
     first = ev["stream"]
-    assert first[0][2] == "concretize" and first[2][2] == "all"
+    assert first[0][2] == "index" and first[2][2] == "all"
     others = [(t0[1], t1[1]) for name in ("ior", "kernels", "osu")
               for t0, t1 in [ev[name][:2]]]
     assert all(start >= first[1][1] for start, _ in others)
@@ -68,7 +68,7 @@ def test_the_first_concretizes_alone_then_two_at_a_time(tmp_path):
     for at, _ in spans:
         assert sum(s <= at < e for s, e in spans) <= 2
     assert all(b.ok for b in builds)
-    assert said[0].startswith("  stream (default-gnu-mpi): alone first (a first concretization")
+    assert said[0] == "  ior (default-gnu-mpi): building"
     assert sum("ready" in s and "concretize ran, install ran" in s for s in said) == 4
 
 
@@ -89,7 +89,7 @@ def test_a_stop_stops_every_running_build(tmp_path):
     the builds run: both are stopped with their children."""
     stage, pids = tmp_path / "stage", tmp_path / "pids"
     for name in ("a", "b"):
-        _script(stage, name, f'[ "${{{spackenv.PHASE_VAR}:-}}" = concretize ] && exit 0\n'
+        _script(stage, name, f'[ "${{{spackenv.PHASE_VAR}:-}}" = index ] && exit 0\n'
                 f"sleep 60 & echo $! >> {pids}\nwait")
 
     class Stop(Exception):

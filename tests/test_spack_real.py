@@ -211,8 +211,8 @@ def test_each_mpi_io_setting_is_proven_by_the_ranks_darshan_saw_writing(runs):
 
 def test_each_spec_set_is_built_once_and_a_warm_run_runs_no_spack_command(runs):
     _, cold_dir, cold = runs["cold"]
-    # Built before the checks, side by side: the first concretized alone
-    # (Spack's package index), then all four were installed.
+    # Built before the checks, side by side (Spack's package index built
+    # alone first): all four concretized and installed.
     built = _spack_records(cold_dir, "prebuild/stage")
     assert len(built) == 4, built   # stream, osu, ior (+ Darshan), our kernels
     assert all(r["installed"] for r in built)

@@ -164,8 +164,9 @@ def _excerpt(what, output, rc, keep=15):
 #: the same run id is reported again instead of being retried (the pre-build
 #: tried it moments ago; the fixture's retry would cost the same minute).
 RUN_ID_VAR = 'HPC_HEALTH_RUN_ID'
-#: ``concretize``: stop after concretizing (the pre-build's first step, which
-#: builds Spack's package index alone before builds run side by side).
+#: ``index``: only have Spack build its package index for this environment's
+#: repositories when the environment is to be concretized (the pre-build's
+#: first step, alone, before builds run side by side).
 PHASE_VAR = 'HPC_HEALTH_SPACKENV_PHASE'
 FAILED = 'hpc-health-failed.json'
 #: What a build script prints when ensure failed (its exit code follows).
@@ -244,16 +245,21 @@ def _ensure(args, t_start):
                          'rewritten when they change.\n')
                 fp.write(text)
             os.replace(tmp, os.path.join(env_dir, 'spack.yaml'))
+            if os.environ.get(PHASE_VAR) == 'index':
+                # Any question about providers loads the package index,
+                # which Spack builds for all its indexes at once.
+                _run_spack(args.spack, ['-e', env_dir, 'providers', 'mpi'], log)
+                print(f'hpc-health: Spack package index ready for {env_dir}, '
+                      f'{time.monotonic() - t_start:.1f} s')
+                return report
             _run_spack(args.spack, ['-e', env_dir, 'concretize', '-f'], log)
             report['concretized'] = True
             # Kept now: an install that is stopped or fails need not
             # concretize again.
             stamp = {'inputs': inputs}
             _write_json(stamp_path, stamp)
-        if os.environ.get(PHASE_VAR) == 'concretize':
-            _finish(args, report, lock, stamp.get('prefixes') or {}, t_start,
-                    'install deferred')
-            return report
+        if os.environ.get(PHASE_VAR) == 'index':
+            return report       # concretized already: the index is not needed
         lock_hash = _file_hash(lock)
         dev_fp = {n: sources.tree_fingerprint(_abs(p, args.site_dir)) for n, (p, _) in develop.items()}
         prefixes = stamp.get('prefixes') or {}

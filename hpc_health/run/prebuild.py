@@ -9,9 +9,9 @@ those scripts are run here, several at once, and the checks then find
 their environments built (``spackenv ensure`` does only what changed, so a
 warm night costs a few seconds here).
 
-The smallest spec set runs alone up to its concretization: that builds
-Spack's package index (about 70 s here), which every other Spack process
-would otherwise wait for on a lock that gives up after 120 s.  Then all,
+First, alone, Spack builds its package index (about 70 s here on a new
+machine, a second or two once built), which every other Spack process would
+otherwise wait for on a lock that gives up after 120 s.  Then all builds,
 the largest first.
 """
 
@@ -36,7 +36,6 @@ class Build:
     seconds: float = 0.0
     specs: int = 1
     ok: bool = True
-    concretized_first: bool = False
     said: list = field(default_factory=list)
 
     @property
@@ -97,8 +96,6 @@ def _tell(build, say):
         done = next((s for s in reversed(build.said) if "Spack environment" in s), last)
         # "... DIR: concretize ran, install ran, 12.3 s"
         what = ", ".join(done.split(": ")[-1].split(", ")[:2])
-        if build.concretized_first:
-            what = what.replace("concretize skipped (inputs unchanged)", "concretized first")
         say(f"  {build.name}: ready, {build.seconds:.0f} s ({what})")
     elif last.startswith(spackenv.BUSY_MARK[len("hpc-health: "):]):
         say(f"  {build.name}: {last}; its checks are SKIPPED")
@@ -108,26 +105,26 @@ def _tell(build, say):
 
 
 def build_all(builds, env, parallel, say):
-    """Run *builds* (largest first): the last alone up to its
-    concretization, then all of them *parallel* at a time.  A stop (any exception, the run's signals
-    included) stops every build's process group before it goes on up."""
+    """Run *builds* (largest first), *parallel* at a time, after the
+    smallest has had Spack build its package index alone.  A stop (any
+    exception, the run's signals included) stops every build's process
+    group before it goes on up."""
     running = {}
-    # The smallest: its install is short, so the pool starts soon.
-    first = builds[-1] if len(builds) > 1 and parallel > 1 else None
     try:
-        if first is not None:
-            say(f"  {first.name}: alone first (a first concretization builds Spack's package index)")
+        if len(builds) > 1 and parallel > 1:
+            first = builds[-1]
             started = time.monotonic()
-            proc = _start(first, env, phase="concretize")
+            proc = _start(first, env, phase="index")
             running[proc] = (first, started)
             _wait_any(running, say)
             del running[proc]
             _outcome(first, proc, started)
-            first.concretized_first = any("concretize ran" in line for line in first.said)
             if not first.ok:
                 _tell(first, say)
-        # It installs last: its concretization is done.
-        queue = sorted((b for b in builds if b.ok), key=lambda b: b is first)
+            elif any("package index ready" in line for line in first.said):
+                say(f"  Spack's package index: built alone first, "
+                    f"{time.monotonic() - started:.0f} s")
+        queue = [b for b in builds if b.ok]
         while queue or running:
             while queue and len(running) < parallel:
                 build = queue.pop(0)
