@@ -24,8 +24,9 @@ export HPC_HEALTH_TEST_ARTIFACTS=${HPC_HEALTH_TEST_ARTIFACTS:-$repo/test-artifac
 export HPC_HEALTH_STORE=${HPC_HEALTH_STORE:-$(mktemp -d /tmp/hpc-health-test-store.XXXXXX)}
 
 # The slow tests in three groups (docs/development.md, CI time).  Those
-# marked `spack` build through the real Spack path (a cold build is most of
-# CI's time) and judge no figure: they start now, beside the fast stage.
+# marked `spack_build` build every spec set through the real Spack path (a
+# cold build is most of CI's time) and judge no figure: they start now,
+# beside the fast stage.
 # The other slow tests that judge no figure run beside them once the fast
 # stage has passed; in both groups Open MPI's ranks yield when they wait,
 # so two jobs on the same cores both progress.  The tests marked `quiet`
@@ -39,7 +40,7 @@ slow() {   # slow MARKER PYTEST-OPTIONS...: one group, with its own store
 spack_log=$(mktemp /tmp/hpc-health-spack-tests.XXXXXX)
 spack_start=$SECONDS
 set -m      # the Spack tests in their own process group: a failed fast stage stops them
-(export OMPI_MCA_mpi_yield_when_idle=1; slow spack -p no:cacheprovider "$@") >"$spack_log" 2>&1 &
+(export OMPI_MCA_mpi_yield_when_idle=1; slow spack_build -p no:cacheprovider "$@") >"$spack_log" 2>&1 &
 spack_pid=$!
 set +m
 trap 'kill -INT -- "-$spack_pid" 2>/dev/null || true' EXIT
@@ -63,7 +64,7 @@ said() {   # said LABEL START RC
 echo "== slow stage 1: MPI, ReFrame end to end, faults (beside the Spack tests)"
 start=$SECONDS
 got=0
-(export OMPI_MCA_mpi_yield_when_idle=1; slow "not spack and not quiet" "$@") || got=$?
+(export OMPI_MCA_mpi_yield_when_idle=1; slow "not spack_build and not quiet" "$@") || got=$?
 said "slow stage 1" "$start" "$got"
 ((got)) && rc=$got
 echo "== the Spack tests (started with the fast stage)"

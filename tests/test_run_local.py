@@ -15,9 +15,9 @@ pytestmark = pytest.mark.slow
 if not shutil.which("mpirun") or not shutil.which("cmake"):
     pytest.skip("needs mpirun and cmake (bash ci/setup.sh installs them)", allow_module_level=True)
 
-# One halo variant and the barrier keep each run short; the full set runs in
-# the README's health command.
-SUBSET = ["-n", "HaloExchange%dims=1%strategy=SERE", "-n", "BarrierLatency"]
+# One halo variant and the barrier, two launches each, keep each run short;
+# the full set runs in the README's health command.
+SUBSET = ["-n", "HaloExchange%dims=1%strategy=SERE", "-n", "BarrierLatency", "-S", "samples=2"]
 
 
 def _write_refs(root, data):

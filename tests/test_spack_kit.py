@@ -68,7 +68,6 @@ def test_a_directory_that_is_no_kit_is_refused_by_the_cli(tmp_path):
 
 @needs_kit
 @pytest.mark.slow
-@pytest.mark.spack
 def test_bootstrap_once_then_nothing_to_do(tmp_path):
     cache = tmp_path / "cache"
     lines = []
@@ -86,7 +85,6 @@ def test_bootstrap_once_then_nothing_to_do(tmp_path):
 
 @needs_kit
 @pytest.mark.slow
-@pytest.mark.spack
 def test_a_kit_made_from_another_kit_holds_its_archives_and_a_spack_mirror(tmp_path):
     """make_kit as on a connected host, the shared kit standing in for the
     network.  One spec is mirrored: `spack mirror create` concretizes each

@@ -23,7 +23,7 @@ from sandbox import environment_held, hpc_health, make_root
 
 from hpc_health.site import spack_kit
 
-pytestmark = [pytest.mark.slow, pytest.mark.spack]
+pytestmark = [pytest.mark.slow, pytest.mark.spack, pytest.mark.spack_build]
 
 KIT = os.environ.get("HPC_HEALTH_SPACK_KIT")
 SPACK = spack_kit.find_spack(os.environ.get("HPC_HEALTH_TEST_SPACK_ROOT"))
@@ -56,7 +56,7 @@ def _sandbox(tmp_path, **partition):
         "stream": {"samples": 2},
         "osu": {"iterations": 10, "warmup": 2, "samples": 2,
                 "sizes": {"bw": [16384, 65536], "bibw": [16384, 65536]}},
-        "osu_algorithms": {"rounds": 2},
+        "osu_algorithms": {"rounds": 1},
         "ior": {"block_size": "2m", "segments": 2, "repetitions": 2},
         "mdtest": {"items": 50, "samples": 2},
         "scratch": str(tmp_path / "scratch"),
