@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.quiet]
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 CLUSTER = REPO / "site_configs" / "local-slurm" / "cluster"
@@ -220,14 +220,18 @@ def _stored_cases(root):
     import json
     runs = sorted((root.parent / "store" / "runs" / "local-slurm").iterdir())
     report = json.loads((runs[-1] / "report.json").read_text())
-    return [tc for run in report["runs"] for tc in run["testcases"] if not tc["fixture"]]
+    # The last attempt of each case (ReFrame lists a retried case again).
+    last = {tc["display_name"]: tc for run in report["runs"] for tc in run["testcases"]
+            if not tc["fixture"]}
+    return list(last.values())
 
 
 def test_kernel_checks_cross_both_nodes(cluster, tmp_path):
     from sandbox import hpc_health, make_root
     root = make_root(tmp_path, sites=("local-slurm",), references=False)
+    # Retries: Open MPI's btl/tcp crash (below) is not what this is about.
     res = hpc_health(root, "run", "--site", "local-slurm", "--partition", "batch", "--",
-                     *SUBSET, env=cluster)
+                     *SUBSET, "--max-retries=2", env=cluster)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr
     cases = _stored_cases(root)
     assert {tc["display_name"].split()[0] for tc in cases} == {"HaloExchange", "BarrierLatency"}
@@ -268,6 +272,7 @@ def test_the_start_up_sweep_crosses_both_nodes_under_srun_and_mpirun(cluster, tm
         assert out.count("hpc-health: case 2x2 exit 0") == 5, out[-2000:]
 
 
+@pytest.mark.quiet      # the throttled node against its peer: live figures
 def test_per_node_run_names_the_slowed_node_and_only_it(cluster, tmp_path):
     """One per-node run with node02 throttled to a tenth of its CPUs: a
     fault far outside what the shared host does to a copy, so the verdict
