@@ -122,8 +122,8 @@ def build_all(builds, env, parallel, say):
             if not first.ok:
                 _tell(first, say)
             elif any("package index ready" in line for line in first.said):
-                say(f"  Spack's package index: built alone first, "
-                    f"{time.monotonic() - started:.0f} s")
+                say(f"  Spack's package index: built alone first, {first.seconds:.0f} s")
+            first.seconds = 0.0     # its build's own time is counted from here
         queue = [b for b in builds if b.ok]
         while queue or running:
             while queue and len(running) < parallel:
