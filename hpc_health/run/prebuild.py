@@ -116,7 +116,7 @@ def build_all(builds, env, parallel, say):
             started = time.monotonic()
             proc = _start(first, env, phase="index")
             running[proc] = (first, started)
-            _wait_any(running, say)
+            _wait_any(running, say, what="Spack's package index")
             del running[proc]
             _outcome(first, proc, started)
             if not first.ok:
@@ -175,8 +175,9 @@ def prebuild(dry_cmd, stage, env, parallel, say):
 HEARTBEAT_S = 60
 
 
-def _wait_any(running, say, poll=0.5):
-    """The first of *running* to end; every minute a line naming the others."""
+def _wait_any(running, say, poll=0.5, what=None):
+    """The first of *running* to end; every minute a line naming the others
+    (or *what* they are doing)."""
     last = time.monotonic()
     while True:
         for proc in running:
@@ -186,5 +187,5 @@ def _wait_any(running, say, poll=0.5):
         if now - last >= HEARTBEAT_S:
             last = now
             say("  still running: " + ", ".join(
-                f"{build.name} {now - started:.0f} s" for build, started in running.values()))
+                f"{what or build.name} {now - started:.0f} s" for build, started in running.values()))
         time.sleep(poll)
