@@ -40,10 +40,13 @@ echo "== fast stage passed in $((SECONDS - start)) s (load $(cut -d' ' -f1-3 /pr
 # ranks yielding when they wait so that two jobs on the same cores both
 # progress.  The tests marked `quiet` judge live figures: last, alone.
 slow() {   # slow MARKER PYTEST-OPTIONS...: one group, with its own store
-    local marker=$1
+    local marker=$1 got=0
     shift
     HPC_HEALTH_STORE=$(mktemp -d /tmp/hpc-health-test-store.XXXXXX) OMPI_MCA_mpi_yield_when_idle=1 \
-        "$venv/bin/python" -m pytest -ra --durations=25 -m "slow and $marker" "$@"
+        "$venv/bin/python" -m pytest -ra --durations=25 -m "slow and $marker" "$@" || got=$?
+    # 5: no test of the group ran (without Spack its module skips, saying why).
+    ((got == 5)) && got=0
+    return "$got"
 }
 said() {   # said LABEL START RC
     echo "== $1 $( (($3)) && echo "failed (exit $3)" || echo passed) in $((SECONDS - $2)) s" \
