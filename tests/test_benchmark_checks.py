@@ -461,10 +461,13 @@ def test_a_bootstrapped_spack_brings_the_kit_defaults_and_the_site_wins(tmp_path
     home = no_spack / "spack" / "k"
     (home / "bin").mkdir(parents=True)
     spack = home / "bin" / "spack"
-    spack.write_text("#!/bin/sh\n")
-    spack.chmod(0o755)
+    # Stand-ins: a spack, and a Python for which `import clingo` succeeds.
+    python = home / "bin" / "python"
+    for exe in (spack, python):
+        exe.write_text("#!/bin/sh\n")
+        exe.chmod(0o755)
     (home / "bootstrap.json").write_text(_json.dumps({
-        "spack": str(spack), "spack_python": "/usr/bin/python3", "builtin_repo": "/kit/builtin",
+        "spack": str(spack), "spack_python": str(python), "builtin_repo": "/kit/builtin",
         "source_mirror": "/kit/mirror", "develop": {"stream": "/kit/STREAM@5.10",
                                                     "osu-micro-benchmarks": "/kit/osu@7.4"}}))
     site_dir = _site_copy(tmp_path)
@@ -474,6 +477,29 @@ def test_a_bootstrapped_spack_brings_the_kit_defaults_and_the_site_wins(tmp_path
     assert spack_cfg["source_mirror"] == "/kit/mirror"
     assert spack_cfg["develop"] == {"stream": "src/STREAM@5.10",
                                     "osu-micro-benchmarks": "/kit/osu@7.4"}
+
+
+def test_a_bootstrapped_spack_whose_python_lost_clingo_is_not_used_and_says_why(no_spack):
+    """A fresh clone at the same path makes the virtualenv anew without
+    clingo: every concretize would fail "bootstrapping is disabled"."""
+    import json as _json
+
+    from hpc_health.checklib import builds
+    from hpc_health.site import sites, spack_kit
+    home = no_spack / "spack" / "k"
+    (home / "bin").mkdir(parents=True)
+    spack, python = home / "bin" / "spack", home / "bin" / "python"
+    spack.write_text("#!/bin/sh\n")
+    python.write_text("#!/bin/sh\nexit 1\n")      # `import clingo` fails
+    for exe in (spack, python):
+        exe.chmod(0o755)
+    (home / "bootstrap.json").write_text(_json.dumps({"spack": str(spack),
+                                                      "spack_python": str(python)}))
+    assert spack_kit.find_spack() is None
+    why = f"Python {python} is gone or has no clingo"
+    assert why in builds.spack_missing_reason()
+    found, how, fix = spack_kit.status(sites.load("local"))
+    assert not found and why in how and fix.startswith("hpc-health spack setup --kit")
 
 
 # ----------------------------------------------------------------- helpers
@@ -535,6 +561,14 @@ def test_a_spack_failure_says_its_first_error_on_the_line_the_table_shows():
                     fail_reason=f"hpc-health: {excerpt}")
     (v,) = verdicts.judge_all([m])
     assert "FetchError: All fetchers failed" in v.reason
+
+
+def test_spacks_error_line_is_named_not_the_errors_its_warning_quotes():
+    spackenv = _load_lib("spackenv")
+    text = (DATA / "spack" / "spack_spec_zlib_FAIL_python_without_clingo.txt").read_text()
+    first = spackenv._excerpt("spec zlib", text, 3).splitlines()[0]
+    assert first == ("spack spec zlib failed (exit 3): ==> Error: bootstrapping is currently "
+                     'disabled. Use "spack bootstrap enable" to enable it')
 
 
 def test_a_develop_tree_is_copied_per_environment_and_refreshed_when_it_changes(tmp_path):

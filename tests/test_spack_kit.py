@@ -2,8 +2,10 @@
 cache once, and made anew from another kit (as a connected host makes one
 from the public sources)."""
 
+import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,6 +83,16 @@ def test_bootstrap_once_then_nothing_to_do(tmp_path):
     again = []
     spack_kit.setup(SHARED_KIT, cache=cache, say=again.append)
     assert len(again) == 1 and "nothing to do" in again[0]
+    # A fresh clone at the same path makes its virtualenv anew, without
+    # clingo: the record's Python is mended, else every concretize fails.
+    record = cache / "spack" / spack_kit.Kit(SHARED_KIT).key / spack_kit.RECORD
+    stale = dict(rec, spack_python=str(tmp_path / "gone" / "python"))
+    record.write_text(json.dumps(stale))
+    mended = []
+    rec = spack_kit.setup(SHARED_KIT, cache=cache, say=mended.append)
+    assert rec["spack_python"] == sys.executable and spack_kit.python_ok(sys.executable)
+    assert f"{stale['spack_python']} is gone or has no clingo" in mended[0]
+    assert json.loads(record.read_text())["spack_python"] == sys.executable
 
 
 @needs_kit
@@ -90,7 +102,7 @@ def test_a_kit_made_from_another_kit_holds_its_archives_and_a_spack_mirror(tmp_p
     network.  One spec is mirrored: `spack mirror create` concretizes each
     spec it is given (a minute each here), and one shows the mirror is
     Spack's own; the full list is what `hpc-health spack kit` mirrors."""
-    rec = spack_kit.record() or spack_kit.setup(SHARED_KIT)
+    rec = spack_kit.setup(SHARED_KIT, say=lambda line: None)
     dest = tmp_path / "newkit"
     spack_kit.make_kit(dest, f"file://{SHARED_KIT}", spack=rec, specs=("darshan-util@3.5.0",),
                        say=lambda line: None)

@@ -27,6 +27,9 @@ def spack_executable(test):
 
 
 def spack_missing_reason():
+    rec = spackenv.record()
+    if rec:
+        return f'Spack {spackenv.broken_python(rec)} (hpc-health spack setup mends it)'
     return ('Spack not found: no `spack` on PATH, no $SPACK_ROOT and no '
             'spack.spack_root in the site settings')
 

@@ -25,7 +25,10 @@ def spack_setup(kit, site):
     s = sites.load(site)
     found, how, fix = spack_kit.status(s)
     source = spack_kit.kit_from(s, kit)
-    if found and not (source and not spack_kit.record()):
+    rec = spack_kit.record()
+    if source is None and rec and not found:
+        source = rec["kit"]         # its Python is to be mended, not Spack
+    if found and not (source and not rec):
         click.echo(f"spack setup: Spack {how}; nothing to do")
         return
     say = lambda line: click.echo(line, err=True)  # noqa: E731

@@ -29,7 +29,7 @@ import time
 import yaml
 
 from hpc_health.jobside import sources
-from hpc_health.site.spack_kit import find_spack, record, spack_env  # noqa: F401 - re-exported
+from hpc_health.site.spack_kit import broken_python, find_spack, record, spack_env  # noqa: F401 - re-exported
 
 STAMP = 'hpc-health-stamp.json'
 
@@ -146,8 +146,11 @@ def _run_spack(spack, args, log):
 def _excerpt(what, output, rc, keep=15):
     """The lines of Spack's output that say what went wrong."""
     lines = output.splitlines()
-    idx = [i for i, line in enumerate(lines)
-           if 'Error' in line or 'error:' in line or 'FAILED' in line]
+    # Spack's own error line first: its warnings quote errors it ignored
+    # (e.g. "Error 1: BuildcacheIndexNotExists" for a source-only mirror).
+    idx = [i for i, line in enumerate(lines) if line.startswith('==> Error')] or \
+        [i for i, line in enumerate(lines)
+         if 'Error' in line or 'error:' in line or 'FAILED' in line]
     if idx:
         start = max(0, idx[0] - 2)
         chosen = lines[start:start + keep]

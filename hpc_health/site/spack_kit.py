@@ -37,6 +37,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -196,10 +197,26 @@ def _detect_externals(packages, scope):
         "print('detected:', ' '.join(sorted(s.name for s in new)) or 'nothing new')\n")
 
 
+_PYTHONS_OK = set()
+
+
+def python_ok(python):
+    """Whether *python* exists and imports clingo: Spack's concretizer needs
+    it, and with bootstrapping disabled Spack cannot get it itself.  (Only a
+    yes is remembered: a no may be mended by setup in this process.)"""
+    if python in _PYTHONS_OK:
+        return True
+    if not python or not os.access(python, os.X_OK):
+        return False
+    if subprocess.run([python, "-c", "import clingo"], capture_output=True).returncode:
+        return False
+    _PYTHONS_OK.add(python)
+    return True
+
+
 def _clingo(python, say=print):
     """clingo from PyPI in the Python that runs Spack."""
-    probe = subprocess.run([python, "-c", "import clingo"], capture_output=True)
-    if probe.returncode == 0:
+    if python_ok(python):
         return
     say(f"spack setup: installing {CLINGO} into {python}")
     subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", CLINGO],
@@ -214,6 +231,15 @@ def setup(kit_path, cache=None, python=None, say=print):
     if done.is_file():
         rec = json.loads(done.read_text())
         if os.access(rec.get("spack", ""), os.X_OK):
+            if not python_ok(rec.get("spack_python")):
+                # The virtualenv it was bootstrapped with was removed or made
+                # anew (a fresh clone at the same path has no clingo).
+                python = python or sys.executable
+                _clingo(python, say)
+                say(f"spack setup: Spack's Python {rec.get('spack_python')} is gone or has "
+                    f"no clingo; Spack now runs with {python}")
+                rec["spack_python"] = python
+                _write_record(done, rec)
             say(f"spack setup: Spack ready at {rec['spack']} (bootstrapped "
                 f"{rec['bootstrapped']}; nothing to do)")
             return rec
@@ -255,17 +281,30 @@ def setup(kit_path, cache=None, python=None, say=print):
     # `spack python -c` compiles one statement.
     _spack(rec, "python", "-c", f"exec({_detect_externals(EXTERNALS, 'site')!r})", say=say)
     rec.update(version=version, bootstrapped=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-    tmp = done.with_suffix(".tmp")
-    tmp.write_text(json.dumps(rec, indent=1))
-    tmp.replace(done)
+    _write_record(done, rec)
     say(f"spack setup: Spack {version} ready at {rec['spack']} "
         f"({time.monotonic() - t0:.0f} s)")
     return rec
 
 
+def broken_python(rec):
+    """Why the Spack of bootstrap record *rec* is not used."""
+    return (f"bootstrapped from a kit at {rec['spack']}, but its Python "
+            f"{rec.get('spack_python')} is gone or has no clingo")
+
+
+def _write_record(path, rec):
+    # Two test groups may set up at once: each writes its own temporary file.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".bootstrap-", suffix=".tmp")
+    with os.fdopen(fd, "w") as fp:
+        fp.write(json.dumps(rec, indent=1))
+    os.replace(tmp, path)
+
+
 def find_spack(spack_root=None):
     """The spack executable: the site's spack_root, then PATH, then
-    $SPACK_ROOT, then one bootstrapped from a kit; None when there is none."""
+    $SPACK_ROOT, then one bootstrapped from a kit whose Python can still run
+    its concretizer; None when there is none."""
     candidates = []
     if spack_root:
         candidates.append(os.path.join(spack_root, "bin", "spack"))
@@ -273,12 +312,12 @@ def find_spack(spack_root=None):
         candidates.append(shutil.which("spack"))
     if os.environ.get("SPACK_ROOT"):
         candidates.append(os.path.join(os.environ["SPACK_ROOT"], "bin", "spack"))
-    rec = record()
-    if rec:
-        candidates.append(rec["spack"])
     for c in candidates:
         if os.path.isfile(c) and os.access(c, os.X_OK):
             return c
+    rec = record()
+    if rec and python_ok(rec.get("spack_python")):
+        return rec["spack"]
     return None
 
 
@@ -338,14 +377,16 @@ def status(site):
     """(found, how, fix) for a run's header: which Spack the checks will
     use, or why there is none and what to do about it."""
     found = find_spack(site.spack_setting("spack_root"))
-    if found:
-        rec = record()
-        how = "bootstrapped from a kit" if rec and rec["spack"] == found else "found"
-        return True, f"{how}: {found}", ""
     kit = kit_from(site)
     fix = (f"hpc-health spack setup --kit {kit}" if kit else
            "install Spack (spack on PATH, $SPACK_ROOT or spack.spack_root), or bootstrap "
            "one from an offline kit: HPC_HEALTH_SPACK_KIT=DIR bash ci/health.sh "
            "(docs/spack.md)")
+    rec = record()
+    if found:
+        how = "bootstrapped from a kit" if rec and rec["spack"] == found else "found"
+        return True, f"{how}: {found}", ""
+    if rec:
+        return False, broken_python(rec), fix if kit else "hpc-health spack setup --kit DIR"
     return False, "not found (no spack on PATH, no $SPACK_ROOT, no spack.spack_root, " \
                   "none bootstrapped)", fix
