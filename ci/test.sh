@@ -48,31 +48,29 @@ slow() {   # slow MARKER PYTEST-OPTIONS...: one group, with its own store
     ((got == 5)) && got=0
     return "$got"
 }
-said() {   # said LABEL START RC
+rc=0
+said() {   # said LABEL START RC: the group's verdict line; CI's exit code
     echo "== $1 $( (($3)) && echo "failed (exit $3)" || echo passed) in $((SECONDS - $2)) s" \
          "(load $(cut -d' ' -f1-3 /proc/loadavg))"
+    if (($3)); then rc=$3; fi
 }
-rc=0
 start=$SECONDS
 spack_log=$(mktemp /tmp/hpc-health-spack-tests.XXXXXX)
+# Its own process group, so that a CI stopped half-way stops its builds too.
+set -m
 slow spack_build -p no:cacheprovider "$@" >"$spack_log" 2>&1 &
 spack_pid=$!
+set +m
+trap 'kill -- -"$spack_pid" 2>/dev/null || true; rm -f "$spack_log"' EXIT
 echo "== slow stage 1: MPI, ReFrame end to end, faults, Slurm (beside the cold Spack test)"
-got=0
-slow "not spack_build and not quiet" "$@" || got=$?
+got=0 && slow "not spack_build and not quiet" "$@" || got=$?
 said "slow stage 1" "$start" "$got"
-((got)) && rc=$got
 echo "== the cold Spack test (started with slow stage 1)"
-got=0
-wait "$spack_pid" || got=$?
+got=0 && wait "$spack_pid" || got=$?
 cat "$spack_log"
-rm -f "$spack_log"
 said "the cold Spack test" "$start" "$got"
-((got)) && rc=$got
 echo "== slow stage 2, alone: live figures judged (first run, newcomer, acceptance, per-node)"
 start=$SECONDS
-got=0
-slow quiet "$@" || got=$?
+got=0 && slow quiet "$@" || got=$?
 said "slow stage 2" "$start" "$got"
-((got)) && rc=$got
 exit "$rc"
