@@ -224,6 +224,7 @@ def test_each_spec_set_is_built_once_and_a_warm_run_runs_no_spack_command(runs):
     commands = [line for log in cold_dir.glob("prebuild/stage/**/spack-commands.log")
                 for line in log.read_text().splitlines() if line.startswith("$ ")]
     assert sum(" concretize -f" in line for line in commands) == 4, commands
+    assert sum(line.endswith(" providers mpi") for line in commands) == 1, commands
     meta = json.loads((cold_dir / "run.json").read_text())
     assert meta["prebuild"]["parallel"] == 2
     assert [b["ok"] for b in meta["prebuild"]["builds"]] == [True] * 4

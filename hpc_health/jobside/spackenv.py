@@ -205,6 +205,7 @@ def ensure(args):
 
 
 def _ensure(args, t_start):
+    index_only = os.environ.get(PHASE_VAR) == 'index'
     develop = {}
     for item in args.develop or []:
         name, _, rest = item.partition('=')
@@ -248,7 +249,7 @@ def _ensure(args, t_start):
                          'rewritten when they change.\n')
                 fp.write(text)
             os.replace(tmp, os.path.join(env_dir, 'spack.yaml'))
-            if os.environ.get(PHASE_VAR) == 'index':
+            if index_only:
                 # Any question about providers loads the package index,
                 # which Spack builds for all its indexes at once.
                 _run_spack(args.spack, ['-e', env_dir, 'providers', 'mpi'], log)
@@ -261,7 +262,7 @@ def _ensure(args, t_start):
             # concretize again.
             stamp = {'inputs': inputs}
             _write_json(stamp_path, stamp)
-        if os.environ.get(PHASE_VAR) == 'index':
+        if index_only:
             return report       # concretized already: the index is not needed
         lock_hash = _file_hash(lock)
         dev_fp = {n: sources.tree_fingerprint(_abs(p, args.site_dir)) for n, (p, _) in develop.items()}

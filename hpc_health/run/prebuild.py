@@ -83,7 +83,7 @@ def _start(build, env, phase=None):
 
 
 def _outcome(build, proc, started):
-    build.seconds += time.monotonic() - started
+    build.seconds = time.monotonic() - started     # this step's: the index is told apart
     text = (build.script.parent / "rfm_build.out").read_text()
     build.said = [ln for ln in text.splitlines()
                   if ln.startswith("hpc-health: ") and not ln.startswith(spackenv.FAILED_MARK)]
@@ -123,7 +123,6 @@ def build_all(builds, env, parallel, say):
                 _tell(first, say)
             elif any("package index ready" in line for line in first.said):
                 say(f"  Spack's package index: built alone first, {first.seconds:.0f} s")
-            first.seconds = 0.0     # its build's own time is counted from here
         queue = [b for b in builds if b.ok]
         while queue or running:
             while queue and len(running) < parallel:
