@@ -1,14 +1,16 @@
 """The collective-algorithm sweep's plain functions on outputs recorded from
-this machine's Open MPI 4.1 (tests/data/mpi): the algorithms ompi_info lists,
-and the proof that a forced algorithm ran -- or why it did not."""
+this machine's Open MPI 4.1 (tests/data/mpi) and Debian's MPICH 4.0.2
+(tests/data/mpich): the algorithms ompi_info and mpivars list, and the
+proof that a forced algorithm ran -- or why it did not."""
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from hpc_health.checklib.collectives import default_over_best
+from hpc_health.checklib.collectives import default_over_best, proof_reason
 from hpc_health.checklib.launches import case_sections
 from hpc_health.jobside import collectives
 from hpc_health.parsers import ParseError, mpi_info
@@ -16,6 +18,7 @@ from hpc_health.parsers.osu import parse_osu
 
 DATA = Path(__file__).parent / "data"
 MPI = DATA / "mpi"
+MPICH = DATA / "mpich"
 
 
 def _text(name):
@@ -61,7 +64,7 @@ def test_a_launch_without_the_reports_proves_nothing():
 
 
 def test_the_plan_runs_the_default_first_then_every_algorithm_forced():
-    plan = collectives.plan("openmpi", "allreduce", ompi_info=MPI / "ompi_info_coll_tuned.txt")
+    plan = collectives.plan("openmpi", "allreduce", listing=MPI / "ompi_info_coll_tuned.txt")
     assert plan[0] == ("default", [])
     assert [n for n, _ in plan[1:]][:2] == ["basic_linear", "nonoverlapping"]
     assert "OMPI_MCA_coll_tuned_allreduce_algorithm=ring" in dict(plan)["ring"]
@@ -69,19 +72,52 @@ def test_the_plan_runs_the_default_first_then_every_algorithm_forced():
     assert [n for n, _ in collectives.plan("openmpi", "allreduce", ["ring", "bogus"],
                                            MPI / "ompi_info_coll_tuned.txt")] == [
         "default", "ring", "bogus"]
-    mpich = dict(collectives.plan("mpich", "bcast"))
+    mpich = dict(collectives.plan("mpich", "bcast", listing=MPICH / "mpivars.txt"))
     assert mpich["binomial"] == ["MPIR_CVAR_BCAST_INTRA_ALGORITHM=binomial",
                                  "MPIR_CVAR_COLLECTIVE_FALLBACK=error"]
+    # Names given by the site need no listing (Cray MPICH may have no mpivars).
+    assert [n for n, _ in collectives.plan("cray-mpich", "allreduce", ["recursive_doubling"],
+                                           listing=MPI / "missing")] == [
+        "default", "recursive_doubling"]
+
+
+def test_the_algorithms_mpich_lists_for_each_collective():
+    text = (MPICH / "mpivars.txt").read_text()
+    # MPICH 4.0.2's own list: ring, recexch and tree came with 4.1.
+    assert mpi_info.mpich_algorithms(text, "allreduce") == [
+        "nb", "smp", "recursive_doubling", "reduce_scatter_allgather"]
+    assert mpi_info.mpich_algorithms(text, "bcast") == [
+        "binomial", "nb", "smp", "scatter_recursive_doubling_allgather",
+        "scatter_ring_allgather"]
+    assert mpi_info.mpich_algorithms(text, "alltoall") == [
+        "brucks", "nb", "pairwise", "pairwise_sendrecv_replace", "scattered"]
+    with pytest.raises(ParseError, match="lists no MPIR_CVAR_NOSUCH_INTRA_ALGORITHM"):
+        mpi_info.mpich_algorithms(text, "nosuch")
+
+
+@pytest.mark.parametrize("name, rc, reason", [
+    ("proof_allreduce_ring_np2.txt", 15,
+     "mpich refused it (the proof launch exited with 15): "
+     "Invalid MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM value (ring)"),
+    ("proof_alltoall_pairwise_sendrecv_replace_np2.txt", 15,
+     "mpich refused it (the proof launch exited with 15): "
+     "User set collective algorithm is not usable for the provided arguments"),
+    ("proof_allreduce_recursive_doubling_np2.txt", 0, None),
+])
+def test_what_mpich_refused_is_named_and_what_it_ran_is_applied(name, rc, reason):
+    text = (MPICH / name).read_text()
+    coll, alg = name.split("_", 2)[1], name.split("_", 2)[2].rsplit("_np2", 1)[0]
+    assert proof_reason("mpich", coll, alg, text, rc) == reason
 
 
 def test_the_plan_command_prints_tab_separated_lines_or_says_what_to_set():
     out = subprocess.run([sys.executable, "-m", "hpc_health.jobside.collectives", "plan",
-                          "--mpi", "openmpi", "--collective", "bcast", "--ompi-info",
+                          "--mpi", "openmpi", "--collective", "bcast", "--listing",
                           str(MPI / "ompi_info_coll_tuned.txt")],
                          capture_output=True, text=True, check=True).stdout.splitlines()
     assert len(out) == 10 and all(line.count("\t") == 2 for line in out)
     bad = subprocess.run([sys.executable, "-m", "hpc_health.jobside.collectives", "plan",
-                          "--mpi", "openmpi", "--collective", "bcast", "--ompi-info",
+                          "--mpi", "openmpi", "--collective", "bcast", "--listing",
                           str(MPI / "proof_allreduce_ring_np2.txt")],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "cannot list the bcast algorithms" in bad.stderr
@@ -109,3 +145,17 @@ def test_the_default_over_the_best_algorithm_in_one_round():
     ratio, best = default_over_best({"default": slower, "ring": table,
                                      "bogus": ValueError("not applied")}, size)
     assert ratio == pytest.approx(1.5) and best == "ring"
+
+
+@pytest.mark.parametrize("compiler, mpi", [("mpicc.openmpi", "openmpi"), ("mpicc.mpich", "mpich")])
+def test_the_mpi_is_the_one_the_benchmark_is_linked_with(tmp_path, compiler, mpi):
+    """Debian installs MPICH beside Open MPI (ompi_info and mpivars both on
+    PATH): the benchmark's own libraries say which one its sweep forces."""
+    if shutil.which(compiler) is None:
+        pytest.skip(f"no {compiler} here (Debian: apt-get install "
+                    f"{'libopenmpi-dev' if mpi == 'openmpi' else 'libmpich-dev'})")
+    src = tmp_path / "hello.c"
+    src.write_text("#include <mpi.h>\nint main(int c, char **v)"
+                   "{MPI_Init(&c, &v); MPI_Finalize(); return 0;}\n")
+    subprocess.run([compiler, str(src), "-o", str(tmp_path / "hello")], check=True)
+    assert collectives.detect_mpi(str(tmp_path / "hello")) == mpi

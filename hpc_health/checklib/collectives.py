@@ -41,6 +41,9 @@ class NotApplied(ValueError):
 def proof_reason(mpi, collective, algorithm, text, rc):
     """Why *algorithm* was not applied in its proof launch, or None."""
     if rc != 0:
+        refused = mpi_info.mpich_refusal(text) if mpi != 'openmpi' else None
+        if refused:
+            return f'{mpi} refused it (the proof launch exited with {rc}): {refused}'
         last = [ln for ln in text.splitlines() if ln.strip()][-3:]
         return f'the proof launch exited with {rc}: {" | ".join(last) or "no output"}'
     if mpi == 'openmpi':
@@ -124,7 +127,8 @@ class OsuAlgorithmSweep(OsuBase):
         proof_opts = ['-m', f'{min(self.sizes)}:{min(self.sizes)}', '-i', '1', '-x', '0']
         plan = (f'{quote(sys.executable)} -m hpc_health.jobside.collectives plan '
                 f'--mpi {conf.get("mpi") or "auto"} --collective {coll} '
-                f'--only {shlex.quote(only)} > {PLAN} 2> plan-errors.txt')
+                f'--only {shlex.quote(only)} --executable {quote(self.executable)} '
+                f'> {PLAN} 2> plan-errors.txt')
         proofs = (f'{_READ} env $force $proof {launch} {self.executable} {" ".join(proof_opts)} '
                   f'> "proof-$alg.txt" 2>&1 < /dev/null; echo $? > "proof-$alg.rc"; done < {PLAN}')
         self.prerun_cmds = list(self.prerun_cmds) + [

@@ -9,6 +9,12 @@ collective so that tuned's forced algorithm never runs.  Both show in a
 launch with ``mpi_show_mca_params=enviro`` (the value each parameter took)
 and ``coll_base_verbose=10`` (the components selected per communicator);
 these functions read them.
+
+MPICH lists its control variables with ``mpivars`` (MPI_T): the description
+of ``MPIR_CVAR_<COLL>_INTRA_ALGORITHM`` names the algorithms that release
+accepts.  A name it does not know aborts MPI_Init; one it knows but cannot
+use for the call's arguments aborts the call when
+``MPIR_CVAR_COLLECTIVE_FALLBACK=error`` (else MPICH silently runs another).
 """
 
 import re
@@ -42,6 +48,48 @@ def ompi_tuned_algorithms(text, collective):
         raise ParseError(f"ompi_info lists no coll/tuned algorithm for {collective} "
                          "(is this Open MPI, and is coll/tuned built?)")
     return sorted(set(found))
+
+
+# mpivars: <tab>MPIR_CVAR_BCAST_INTRA_ALGORITHM =0<tab>...<tab>Variable to select bcast
+# algorithmauto - Internal algorithm selection (...)binomial<32 spaces>- Force Binomial
+# Treenb<38 spaces>- Force nonblocking algorithmsmp ...
+# The description's lines run together, each name glued to the end of the
+# line before it; the names are padded to one width, which tells where each
+# begins (the first after auto's line follows its closing parenthesis).
+_MPICH_ENTRY = re.compile(r"(\S+)( +)- ")
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+#: What MPICH prints when it will not run a forced algorithm.
+_MPICH_REFUSED = re.compile(r"(Invalid MPIR_CVAR_\w+ value \([^)]*\)|"
+                            r"User set collective algorithm is not usable[^\n]*)")
+
+
+def mpich_algorithms(text, collective):
+    """The names MPICH's ``mpivars`` lists for
+    ``MPIR_CVAR_<COLLECTIVE>_INTRA_ALGORITHM``; ``auto`` (its own choice)
+    left out."""
+    var = f"MPIR_CVAR_{collective.upper()}_INTRA_ALGORITHM"
+    line = next((ln for ln in text.splitlines()
+                 if ln.strip().partition("=")[0].strip() == var and "=" in ln), None)
+    if line is None:
+        raise ParseError(f"mpivars lists no {var} (is this MPICH?)")
+    entries = _MPICH_ENTRY.findall(line.split("\t")[-1])
+    if entries and entries[0][0].endswith("auto"):
+        entries = entries[1:]
+    if not entries or ")" not in entries[0][0]:
+        raise ParseError(f"mpivars: cannot read the algorithms in the description of {var}")
+    first, pad = entries[0]
+    width = len(first.rsplit(")", 1)[1]) + len(pad)
+    names = [token[-(width - len(pad)):] for token, pad in entries if width > len(pad)]
+    if len(names) != len(entries) or not all(_NAME.fullmatch(n) for n in names):
+        raise ParseError(f"mpivars: cannot read the algorithms in the description of {var}: "
+                         f"{[t for t, _ in entries]}")
+    return names
+
+
+def mpich_refusal(text):
+    """MPICH's words for a forced algorithm it would not run, or None."""
+    found = _MPICH_REFUSED.search(text)
+    return found.group(1).strip() if found else None
 
 
 def ompi_params_in_effect(text):
