@@ -1,5 +1,5 @@
 """The MPI-IO settings sweep's proof, on runs recorded on this machine
-(IOR 3.3 under Darshan 3.5 with per-rank records, Open MPI 4.1): which
+(IOR 3.3 under Darshan 3.5 with per-rank records, Open MPI 4.1 and MPICH 4.0): which
 ranks wrote the shared file, and when that shows a setting was ignored."""
 
 from pathlib import Path
@@ -100,9 +100,24 @@ def test_a_log_reduced_over_the_ranks_cannot_name_the_writers():
         file_rank_counters(reduced, "POSIX", "/nowhere")
 
 
-def test_on_mpich_the_romio_settings_are_proven_by_the_writers_alone():
-    # No io module report on MPICH: ROMIO is all there is.
-    assert not_applied(IO_SETTINGS["romio_one_aggregator"], 4, 2, [0], [{"x": "1"}], [],
+@pytest.mark.parametrize("name, setting, wrote", [
+    ("mpich_romio_cb_one_aggregator", "romio_one_aggregator", [0]),
+    ("mpich_romio_cb_disable", "romio_cb_disable", [0, 1]),
+])
+def test_on_mpich_the_romio_settings_are_proven_by_the_writers_alone(name, setting, wrote):
+    """Recorded with Debian's MPICH 4.0.2: no io module to report (ROMIO is
+    all there is), the hints returned are ROMIO's whole set."""
+    darshan, ior = _run(name)
+    assert writers(darshan, FILE)[0] == wrote
+    hints = ior_hints(ior)
+    assert hints["returned"][0]["romio_filesystem_type"].startswith("UFS")
+    assert ompi_io_selected(ior) == set()
+    assert not_applied(IO_SETTINGS[setting], 2, 1, wrote, hints["passed"], hints["returned"],
                        set(), open_mpi=False) is None
-    assert not_applied(IO_SETTINGS["romio_one_aggregator"], 4, 2, [0], [{"x": "1"}], [],
+    # Taken for Open MPI, the missing io module report is the reason.
+    assert not_applied(IO_SETTINGS[setting], 2, 1, wrote, hints["passed"], hints["returned"],
                        set()).startswith("no process reported its io module")
+    if setting == "romio_cb_disable":
+        why = not_applied(IO_SETTINGS["romio_one_aggregator"], 2, 1, wrote, hints["passed"],
+                          [], set(), open_mpi=False)
+        assert why.startswith("2 of 2 ranks wrote the shared file (Darshan, per rank), 1 should")
