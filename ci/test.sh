@@ -18,6 +18,14 @@ if ! command -v chromium >/dev/null 2>&1 && [[ $(id -u) -eq 0 ]] && command -v a
         apt-get install -y -qq --no-install-recommends chromium >/dev/null; } \
         || echo "test: chromium could not be installed: the browser test will say it skipped"
 fi
+# The collective sweep's MPICH side runs for real against Debian's MPICH,
+# installed beside Open MPI (which stays the default mpirun and mpicc).
+if ! command -v mpicc.mpich >/dev/null 2>&1 && [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    echo "test: installing mpich libmpich-dev (the collective sweep on MPICH)"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends mpich libmpich-dev >/dev/null; } \
+        || echo "test: MPICH could not be installed: its test will say it skipped"
+fi
 # Screenshots and pages for a person to look at (CI keeps the folder).
 export HPC_HEALTH_TEST_ARTIFACTS=${HPC_HEALTH_TEST_ARTIFACTS:-$repo/test-artifacts}
 # Results of test runs never mix with a real store.

@@ -44,6 +44,10 @@ def proof_reason(mpi, collective, algorithm, text, rc):
         refused = mpi_info.mpich_refusal(text) if mpi != 'openmpi' else None
         if refused:
             return f'{mpi} refused it (the proof launch exited with {rc}): {refused}'
+        if mpi != 'openmpi' and 'Fatal error' not in text:
+            # Hydra stops the ranks at the first abort: now and then (1-2 in
+            # 10 here) before any rank's message is out.
+            return f'the proof launch exited with {rc}; {mpi} printed no reason'
         last = [ln for ln in text.splitlines() if ln.strip()][-3:]
         return f'the proof launch exited with {rc}: {" | ".join(last) or "no output"}'
     if mpi == 'openmpi':
