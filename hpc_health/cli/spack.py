@@ -26,8 +26,11 @@ def spack_setup(kit, site):
     found, how, fix = spack_kit.status(s)
     source = spack_kit.kit_from(s, kit)
     rec = spack_kit.record()
-    if source is None and rec and not found:
-        source = rec["kit"]         # its Python is to be mended, not Spack
+    if rec and not found:
+        # Spack is there; the Python it was set up with is not (a fresh
+        # clone's new .venv at the same path, without clingo).
+        spack_kit.mend_python(rec, rec["record"], say=lambda line: click.echo(line, err=True))
+        return
     if found and not (source and not rec):
         click.echo(f"spack setup: Spack {how}; nothing to do")
         return

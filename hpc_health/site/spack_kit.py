@@ -155,6 +155,7 @@ def record(cache=None):
         except (OSError, ValueError):
             continue
         if os.access(data.get("spack", ""), os.X_OK):
+            data["record"] = str(path)
             return data
     return None
 
@@ -231,15 +232,7 @@ def setup(kit_path, cache=None, python=None, say=print):
     if done.is_file():
         rec = json.loads(done.read_text())
         if os.access(rec.get("spack", ""), os.X_OK):
-            if not python_ok(rec.get("spack_python")):
-                # The virtualenv it was bootstrapped with was removed or made
-                # anew (a fresh clone at the same path has no clingo).
-                python = python or sys.executable
-                _clingo(python, say)
-                say(f"spack setup: Spack's Python {rec.get('spack_python')} is gone or has "
-                    f"no clingo; Spack now runs with {python}")
-                rec["spack_python"] = python
-                _write_record(done, rec)
+            mend_python(rec, done, python, say)
             say(f"spack setup: Spack ready at {rec['spack']} (bootstrapped "
                 f"{rec['bootstrapped']}; nothing to do)")
             return rec
@@ -287,6 +280,21 @@ def setup(kit_path, cache=None, python=None, say=print):
     return rec
 
 
+def mend_python(rec, path, python=None, say=print):
+    """When the Python of bootstrap record *rec* (file *path*) is gone or
+    lacks clingo -- the virtualenv it was bootstrapped with was removed or
+    made anew, as a fresh clone at the same path does -- clingo into
+    *python* (this one by default), recorded as Spack's Python."""
+    if python_ok(rec.get("spack_python")):
+        return
+    python = python or sys.executable
+    _clingo(python, say)
+    say(f"spack setup: Spack's Python {rec.get('spack_python')} is gone or has no clingo; "
+        f"Spack now runs with {python}")
+    rec["spack_python"] = python
+    _write_record(Path(path), rec)
+
+
 def broken_python(rec):
     """Why the Spack of bootstrap record *rec* is not used."""
     return (f"bootstrapped from a kit at {rec['spack']}, but its Python "
@@ -297,7 +305,7 @@ def _write_record(path, rec):
     # Two test groups may set up at once: each writes its own temporary file.
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".bootstrap-", suffix=".tmp")
     with os.fdopen(fd, "w") as fp:
-        fp.write(json.dumps(rec, indent=1))
+        fp.write(json.dumps({k: v for k, v in rec.items() if k != "record"}, indent=1))
     os.replace(tmp, path)
 
 
