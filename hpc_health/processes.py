@@ -76,6 +76,45 @@ def child_setup(parent_pid):
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+#: Set by the runner for ReFrame: the pid of the hpc-health that started it.
+PARENT_VAR = "HPC_HEALTH_PARENT_PID"
+
+
+def orphan_guard(grace=5.0, every=0.5):
+    """In ReFrame's process when hpc-health started it: should hpc-health
+    die (kill -9), end ReFrame's jobs and ReFrame itself *grace* s later.
+
+    ReFrame gets SIGTERM then (:func:`child_setup`), sets SIGTERM to ignored
+    and raises ForceExitError from wherever it is, to cancel its jobs.  When
+    that is inside a logging handler (ReFrame logs every poll), the handler
+    catches the exception and ReFrame runs on, deaf to SIGTERM, launching
+    benchmarks nobody reads (2 of about 30 kill -9 tests here).  A thread
+    that sees the parent gone is the net under that.  Started only in the
+    direct child of the hpc-health named in ``$HPC_HEALTH_PARENT_PID``;
+    True when it was."""
+    parent = os.environ.get(PARENT_VAR, "")
+    if not parent.isdigit() or os.getppid() != int(parent):
+        return False
+
+    def watch():
+        while os.getppid() == int(parent):
+            time.sleep(every)
+        time.sleep(grace)
+        me = os.getpid()
+        for pid in pids():
+            try:
+                _, fields = proc_stat(pid)
+                if int(fields[1]) == me and int(fields[2]) != os.getpgrp():
+                    os.killpg(int(fields[2]), signal.SIGKILL)   # a job's own group
+            except (OSError, ValueError, IndexError):
+                continue
+        os._exit(128 + signal.SIGTERM)
+
+    import threading
+    threading.Thread(target=watch, name="hpc-health-orphan-guard", daemon=True).start()
+    return True
+
+
 def pids():
     """Pids of the processes of this host (from /proc; [] elsewhere)."""
     try:

@@ -191,7 +191,8 @@ def test_a_stop_ends_ranks_that_ignore_sigterm_within_10_s(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.quiet      # ReFrame must die within 10 s: beside a build it once took longer
+@pytest.mark.quiet      # ReFrame must die within 10 s; the guard's 5 s grace leaves less
+                        # room under load
 def test_kill_9_leaves_a_run_that_later_reads_name(tmp_path):
     root = _slow_root(tmp_path)
     _stored(_store(root), n=1)

@@ -76,6 +76,46 @@ def test_a_child_dies_with_its_parent_even_by_sigkill():
     assert _gone(child)
 
 
+def test_a_reframe_deaf_to_sigterm_ends_itself_and_its_jobs_when_we_die():
+    """ReFrame's SIGTERM handler can be swallowed (see processes.orphan_guard):
+    here the child ignores SIGTERM outright, and its job (a sleep in a
+    session of its own, as ReFrame's local scheduler starts jobs) would run
+    on.  The guard ends both after its grace."""
+    parent = _python("""
+        import functools, os, subprocess, sys, time
+        from hpc_health import processes
+        child = subprocess.Popen(
+            [sys.executable, "-c",
+             "import signal, subprocess, time\\n"
+             "from hpc_health import processes\\n"
+             "signal.signal(signal.SIGTERM, signal.SIG_IGN)\\n"
+             "assert processes.orphan_guard(grace=0.5, every=0.1)\\n"
+             "job = subprocess.Popen(['sleep', '300'], start_new_session=True)\\n"
+             "print(job.pid, flush=True)\\n"
+             "time.sleep(300)\\n"],
+            env=dict(os.environ, HPC_HEALTH_PARENT_PID=str(os.getpid())),
+            stdout=subprocess.PIPE, text=True, start_new_session=True,
+            preexec_fn=functools.partial(processes.child_setup, os.getpid()))
+        print(child.pid, child.stdout.readline().strip(), flush=True)
+        time.sleep(300)
+    """)
+    reframe, job = map(int, parent.stdout.readline().split())
+    assert processes.alive(reframe) and processes.alive(job)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait(timeout=10)
+    assert _gone(reframe) and _gone(job)
+
+
+def test_the_guard_starts_only_in_the_child_of_the_hpc_health_named():
+    os.environ.pop(processes.PARENT_VAR, None)
+    assert processes.orphan_guard() is False
+    os.environ[processes.PARENT_VAR] = str(os.getpid())     # we are not our own child
+    try:
+        assert processes.orphan_guard() is False
+    finally:
+        del os.environ[processes.PARENT_VAR]
+
+
 def test_a_background_jobs_child_can_be_interrupted():
     """Started with SIGINT ignored (as `cmd &` in a script starts it), the
     child gets SIGINT back: Python would otherwise never raise

@@ -10,7 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hpc_health import paths
+from hpc_health import paths, processes
 from hpc_health.errors import ConfigError
 from hpc_health.jobside.spackenv import RUN_ID_VAR
 from hpc_health.site.reframe_glue import REFRAME_LOG_VAR
@@ -102,6 +102,8 @@ def reframe_environ(run_id=None, log=None):
     env = dict(os.environ)
     env["RFM_REFERENCE_PREFIX"] = str(paths.repo_root() / "reference")
     env[REFRAME_LOG_VAR] = str(log) if log else os.devnull
+    # ReFrame's configuration starts processes.orphan_guard on seeing it.
+    env[processes.PARENT_VAR] = str(os.getpid())
     if run_id:
         env[RUN_ID_VAR] = run_id
     return env

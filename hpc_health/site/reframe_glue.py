@@ -4,10 +4,14 @@
 import copy
 import os
 
-from hpc_health import paths
+from hpc_health import paths, processes
 from hpc_health.errors import ConfigError
 from hpc_health.site import hardware
 from hpc_health.site.sites import load
+
+# Every site's ReFrame configuration imports this module, in ReFrame's own
+# process: where hpc-health started that ReFrame, ReFrame must not outlive it.
+processes.orphan_guard()
 
 
 def _bootstrap_defaults(spack):
