@@ -85,9 +85,9 @@ def orphan_guard(grace=5.0, every=0.5):
     die (kill -9), end ReFrame's jobs and ReFrame itself *grace* s later.
 
     ReFrame gets SIGTERM then (:func:`child_setup`), sets SIGTERM to ignored
-    and raises ForceExitError from wherever it is, to cancel its jobs.  When
-    that is inside a logging handler (ReFrame logs every poll), the handler
-    catches the exception and ReFrame runs on, deaf to SIGTERM, launching
+    and raises ForceExitError from wherever it is, to cancel its jobs.  Where
+    that is inside code that catches every exception (a logging handler
+    does, and ReFrame logs every poll), ReFrame runs on, deaf to SIGTERM, launching
     benchmarks nobody reads (2 of about 30 kill -9 tests here).  A thread
     that sees the parent gone is the net under that.  Started only in the
     direct child of the hpc-health named in ``$HPC_HEALTH_PARENT_PID``;
