@@ -47,6 +47,16 @@ def test_list_names_every_check(tmp_path):
         assert name in sweeps.stdout
 
 
+def test_a_selection_that_matches_no_check_says_so(tmp_path):
+    # A build fixture's name selects nothing: ReFrame runs no check.
+    root = make_root(tmp_path, references=False)
+    res = hpc_health(root, "run", "--site", "local", "--", "-n", "StreamBuild")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert ("hpc-health: no check matched -n StreamBuild: ReFrame ran none" in res.stderr
+            and "hpc-health run --site local --list" in res.stderr), res.stderr
+    assert "wrote no run report" not in res.stderr
+
+
 def test_run_without_references_reports_no_reference(tmp_path):
     root = make_root(tmp_path, references=False)
     res = hpc_health(root, "run", "--site", "local", "--", *SUBSET)

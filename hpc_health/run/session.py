@@ -193,6 +193,13 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
             print(f"\nhpc-health: stopped by {meta['stopped_by']} before ReFrame ran a check; "
                   f"its output is in {run_dir / 'reframe.out'}", file=sys.stderr)
             return meta["exit_code"]
+        if proc.returncode == 0 and log.lost is None and \
+                _ran_no_check(run_dir / "reframe.out"):
+            chosen = " ".join([*(f"-t {t}" for t in tags), *extra]) or "the site's checks"
+            print(f"\nhpc-health: no check matched {chosen}: ReFrame ran none (a build "
+                  f"fixture such as StreamBuild is not a check of its own); "
+                  f"`hpc-health run --site {site.name} --list` names them", file=sys.stderr)
+            return meta["exit_code"]
         tail = "".join(_last_lines(run_dir / "reframe.out", 15))
         free = shutil.disk_usage(run_dir).free
         # The reserve released: a full store shows its 4 MiB free again.
@@ -259,6 +266,13 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
     print(next_step(site, verdict_list, base, run_dir, adopted, drifts, whole,
                     meta.get("stopped_by")), file=out)
     return code
+
+
+def _ran_no_check(reframe_out):
+    try:
+        return "Running 0 check(s)" in reframe_out.read_text(errors="replace")
+    except OSError:
+        return False
 
 
 def _started_a_check(reframe_out):
