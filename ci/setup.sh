@@ -55,10 +55,14 @@ fi
 echo "setup: installing hpc-health and its pinned dependencies into $venv"
 # uv installs the same requirements as pip in a few seconds instead of most
 # of a minute (it resolves and unpacks in parallel); pip when uv cannot be had.
+# Compiled, as pip does: where Python may not write bytecode itself
+# (PYTHONDONTWRITEBYTECODE, a read-only venv) every hpc-health and ReFrame
+# process would otherwise compile ReFrame, numpy and scipy again: 5 s
+# instead of 2 s of imports each, 50 % on the whole fast stage here.
 pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
 if [[ -x $venv/bin/uv ]] || "${pip[@]}" "uv==0.13.9" 2>/dev/null; then
-    VIRTUAL_ENV=$venv "$venv/bin/uv" pip install -q --native-tls --python "$venv/bin/python" \
-        -e "$repo[test]" || "${pip[@]}" -e "$repo[test]"
+    VIRTUAL_ENV=$venv "$venv/bin/uv" pip install -q --native-tls --compile-bytecode \
+        --python "$venv/bin/python" -e "$repo[test]" || "${pip[@]}" -e "$repo[test]"
 else
     "${pip[@]}" -e "$repo[test]"
 fi

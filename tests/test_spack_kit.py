@@ -80,6 +80,9 @@ def test_bootstrap_once_then_nothing_to_do(tmp_path):
     scope = Path(rec["spack"]).parent.parent / "etc" / "spack" / "site"
     assert "enable: false" in (scope / "bootstrap.yaml").read_text()
     assert "zlib" in (scope / "packages.yaml").read_text()    # else zlib-ng is planned
+    # Compiled once: a Spack command then imports its modules, not their sources.
+    assert list((scope.parent.parent.parent / "lib" / "spack" / "spack" / "__pycache__")
+                .glob("main.*.pyc"))
     again = []
     spack_kit.setup(SHARED_KIT, cache=cache, say=again.append)
     assert len(again) == 1 and "nothing to do" in again[0]

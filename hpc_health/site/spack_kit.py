@@ -233,6 +233,7 @@ def setup(kit_path, cache=None, python=None, say=print):
         rec = json.loads(done.read_text())
         if os.access(rec.get("spack", ""), os.X_OK):
             mend_python(rec, done, python, say)
+            _compile(home / "spack", rec["spack_python"])    # set up by an older hpc-health
             say(f"spack setup: Spack ready at {rec['spack']} (bootstrapped "
                 f"{rec['bootstrapped']}; nothing to do)")
             return rec
@@ -259,6 +260,7 @@ def setup(kit_path, cache=None, python=None, say=print):
             (home / "mirror.partial").rename(mirror)
     python = python or sys.executable
     _clingo(python, say)
+    _compile(home / "spack", python)
     builtin = home / "spack-packages" / "repos" / "spack_repo" / "builtin"
     rec = {"spack": str(home / "spack" / "bin" / "spack"), "spack_python": python,
            "builtin_repo": str(builtin), "source_mirror": str(mirror) if mirror else None,
@@ -280,6 +282,17 @@ def setup(kit_path, cache=None, python=None, say=print):
     return rec
 
 
+def _compile(spack_root, python):
+    """Spack's own modules to bytecode, once: where Python may not write it
+    itself (PYTHONDONTWRITEBYTECODE) every Spack command compiles them
+    again, about a second of CPU each."""
+    lib = Path(spack_root) / "lib"
+    if (lib / "spack" / "spack" / "__pycache__").is_dir():
+        return
+    subprocess.run([python, "-m", "compileall", "-q", "-j", "0", str(lib)],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+
+
 def mend_python(rec, path, python=None, say=print):
     """When the Python of bootstrap record *rec* (file *path*) is gone or
     lacks clingo -- the virtualenv it was bootstrapped with was removed or
@@ -289,6 +302,7 @@ def mend_python(rec, path, python=None, say=print):
         return
     python = python or sys.executable
     _clingo(python, say)
+    _compile(Path(rec["spack"]).parent.parent, python)
     say(f"spack setup: Spack's Python {rec.get('spack_python')} is gone or has no clingo; "
         f"Spack now runs with {python}")
     rec["spack_python"] = python
