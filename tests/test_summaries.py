@@ -207,3 +207,14 @@ def test_a_run_says_where_it_is_between_reframes_lines():
     assert first_run(line).endswith(": 10s elapsed, ~23s left")
     assert first_run("[ RUN      ] OsuPointToPoint") == ""
     assert first_run("[ \x1b[33m    SKIP\x1b[0m ] (40/40) IorBandwidth /x @p+e").endswith("done")
+
+
+def test_the_time_left_counts_the_previous_runs_checks_not_its_spack_builds(tmp_path,
+                                                                             monkeypatch):
+    # A cold first run spent 253 of its 500 s building; the clock of the
+    # next run starts after its own (warm) pre-build.
+    from hpc_health.run.session import previous_duration
+    monkeypatch.setenv("HPC_HEALTH_STORE", str(tmp_path))
+    write_run(tmp_path, "local", "20261127T061000Z", [], "2026-11-27T06:10:00Z",
+              meta={"finished": "2026-11-27T06:18:20Z", "prebuild": {"seconds": 253.0}})
+    assert previous_duration("local", {"run_id": "20261127T062000Z"}) == pytest.approx(247.0)

@@ -334,7 +334,9 @@ def _across_nights(site, refs, run_id):
 
 
 def previous_duration(site_name, meta):
-    """Seconds the last completed run of the same selection took, or None."""
+    """Seconds the checks of the last completed run of the same selection
+    took (its Spack pre-build left out: the clock starts after this run's),
+    or None."""
     same = ("partition", "select_tags", "reframe_args", "per_node", "rounds")
     for _, prev in reversed(rundirs.list_runs(site_name)):
         if prev.get("run_id") == meta.get("run_id") or prev.get("exit_code") not in \
@@ -347,7 +349,8 @@ def previous_duration(site_name, meta):
             end = time.strptime(prev["finished"], "%Y-%m-%dT%H:%M:%SZ")
         except (KeyError, TypeError, ValueError):
             continue
-        return max(time.mktime(end) - time.mktime(start), 0.0)
+        built = (prev.get("prebuild") or {}).get("seconds") or 0.0
+        return max(time.mktime(end) - time.mktime(start) - float(built), 0.0)
     return None
 
 
