@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 
@@ -110,7 +111,6 @@ def orphan_guard(grace=5.0, every=0.5):
                 continue
         os._exit(128 + signal.SIGTERM)
 
-    import threading
     threading.Thread(target=watch, name="hpc-health-orphan-guard", daemon=True).start()
     return True
 

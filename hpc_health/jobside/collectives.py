@@ -35,7 +35,9 @@ def detect_mpi(executable=None):
     whose listing tool is on PATH; None when neither tells."""
     if executable and shutil.which("ldd"):
         libs = subprocess.run(["ldd", executable], capture_output=True, text=True).stdout
-        if "libmpich" in libs or "libmpi_cray" in libs:
+        if "libmpi_cray" in libs:
+            return "cray-mpich"
+        if "libmpich" in libs:
             return "mpich"
         if "libopen-pal" in libs or "libopen-rte" in libs:
             return "openmpi"
