@@ -32,6 +32,8 @@ def spack_setup(kit, site):
         spack_kit.mend_python(rec, rec["record"], say=lambda line: click.echo(line, err=True))
         return
     if found and not (source and not rec):
+        if rec and rec["spack"] == spack_kit.find_spack(s.spack_setting("spack_root")):
+            spack_kit.mend_python(rec, rec["record"])    # compiles its lib once
         click.echo(f"spack setup: Spack {how}; nothing to do")
         return
     say = lambda line: click.echo(line, err=True)  # noqa: E731

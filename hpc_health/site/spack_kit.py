@@ -233,7 +233,6 @@ def setup(kit_path, cache=None, python=None, say=print):
         rec = json.loads(done.read_text())
         if os.access(rec.get("spack", ""), os.X_OK):
             mend_python(rec, done, python, say)
-            _compile(home / "spack", rec["spack_python"])    # set up by an older hpc-health
             say(f"spack setup: Spack ready at {rec['spack']} (bootstrapped "
                 f"{rec['bootstrapped']}; nothing to do)")
             return rec
@@ -297,16 +296,16 @@ def mend_python(rec, path, python=None, say=print):
     """When the Python of bootstrap record *rec* (file *path*) is gone or
     lacks clingo -- the virtualenv it was bootstrapped with was removed or
     made anew, as a fresh clone at the same path does -- clingo into
-    *python* (this one by default), recorded as Spack's Python."""
-    if python_ok(rec.get("spack_python")):
-        return
-    python = python or sys.executable
-    _clingo(python, say)
-    _compile(Path(rec["spack"]).parent.parent, python)
-    say(f"spack setup: Spack's Python {rec.get('spack_python')} is gone or has no clingo; "
-        f"Spack now runs with {python}")
-    rec["spack_python"] = python
-    _write_record(Path(path), rec)
+    *python* (this one by default), recorded as Spack's Python.  Either way
+    Spack's lib compiled, once (a record of an older hpc-health)."""
+    if not python_ok(rec.get("spack_python")):
+        python = python or sys.executable
+        _clingo(python, say)
+        say(f"spack setup: Spack's Python {rec.get('spack_python')} is gone or has no "
+            f"clingo; Spack now runs with {python}")
+        rec["spack_python"] = python
+        _write_record(Path(path), rec)
+    _compile(Path(rec["spack"]).parent.parent, rec["spack_python"])
 
 
 def broken_python(rec):
