@@ -44,19 +44,21 @@ def calibration(res) -> list[str]:
 
 def real(res) -> list[str]:
     clean = res["clean"]
-    if not clean or "clean_median_s" not in res:
+    if not clean or "clean_median" not in res:
         return ["(real.json holds no finished clean nights yet)"]
+    unit, base = res["unit"], res["clean_median"]
     false = sum(1 for c in clean if res["figure"] in c["drifting"])
     values = sorted(c["value"] for c in clean)
     lo, hi = values[len(values) // 10], values[-1 - len(values) // 10]
-    lines = [f"`hpc-health run --site local -- -n {res['check']}`, figure {res['figure']}: "
-             f"{len(clean)} clean nights (median {res['clean_median_s']:.4g} s, "
-             f"{lo:.4g}-{hi:.4g} s; {false} DRIFTING), then per series up to "
-             f"{res['max_nights']} nights with MPI_Init delayed ("
-             + "; ".join(f"{100 * float(w):.0f} %: {d['delay_ns'] / 1e6:.1f} ms"
-                         + (f", measured {100 * d['change_measured']:+.1f} %"
+    command = " ".join(["hpc-health run --site local --", "-n", res["check"], *res["options"]])
+    lines = [f"`{command}`, figure {res['figure']}: "
+             f"{len(clean)} clean nights (median {base:.4g} {unit}, "
+             f"{lo:.4g}-{hi:.4g} {unit}; {false} DRIFTING), then per series up to "
+             f"{res['max_nights']} nights with {res['what']} ("
+             + "; ".join(f"{100 * float(w):.0f} %: {d['setting']}"
+                         + (f", measured {100 * d['change_measured']:.1f} % worse"
                             if d.get("change_measured") is not None else "")
-                         for w, d in res.get("delays", {}).items())
+                         for w, d in res.get("strengths", {}).items())
              + f"); {res.get('seconds') or '?'} s, {len(res.get('discarded_runs', []))} disturbed "
              "nights re-run.", "",
              "| step wanted | series | step measured (median of each series' faulty nights, "
@@ -68,8 +70,7 @@ def real(res) -> list[str]:
         found = [s for s in ss if s["found_on"]]
         changes = sorted(s["change"] for s in found)
         med = f"{100 * changes[len(changes) // 2]:+.1f} %" if changes else "–"
-        steps = sorted(_median([n["value"] for n in x["nights"]]) / res["clean_median_s"] - 1
-                       for x in ss)
+        steps = sorted(_median([n["value"] for n in x["nights"]]) / base - 1 for x in ss)
         lines.append(f"| {100 * worse:.0f} % | {len(ss)} | {100 * _median(steps):+.1f} % "
                      f"({100 * steps[0]:+.1f} to {100 * steps[-1]:+.1f} %) | "
                      f"{_pct(sum(s['found_on'] <= 5 for s in found), len(ss))} | "

@@ -52,15 +52,22 @@ def build_pmpi_delay(bindir):
     return lib
 
 
+def build_memhog(bindir):
+    """The paced memory-copy hog (memhog.c) as ``bindir/memhog``."""
+    exe = Path(bindir) / "memhog"
+    run(["gcc", "-O2", "-Wall", "-Wextra", "-o", exe, HERE / "memhog.c"])
+    return exe
+
+
 def build_tools(scratch, opts):
     """{name: path} of our helpers and kernels built under ``scratch``, and
     of the benchmark binaries (None where not found)."""
     tools = {"scratch": scratch}
     bindir = scratch / "bin"
     bindir.mkdir()
-    for name, src in (("memhog", "memhog.c"), ("triad", "triad.c")):
-        run(["gcc", "-O2", "-Wall", "-Wextra", "-o", bindir / name, HERE / src])
-        tools[name] = bindir / name
+    tools["memhog"] = build_memhog(bindir)
+    run(["gcc", "-O2", "-Wall", "-Wextra", "-o", bindir / "triad", HERE / "triad.c"])
+    tools["triad"] = bindir / "triad"
     tools["pmpi_delay"] = build_pmpi_delay(bindir)
     kbin = Path(local_mpi.build_kernels(scratch / "kernels"))
     tools["halo"], tools["barrier"] = kbin / "halo", kbin / "barrier"
