@@ -224,7 +224,12 @@ def test_each_spec_set_is_built_once_and_a_warm_run_runs_no_spack_command(runs):
     commands = [line for log in cold_dir.glob("prebuild/stage/**/spack-commands.log")
                 for line in log.read_text().splitlines() if line.startswith("$ ")]
     assert sum(" concretize -f" in line for line in commands) == 4, commands
-    assert sum(line.endswith(" providers mpi") for line in commands) == 1, commands
+    assert sum(line.endswith("/spack_index.py") for line in commands) == 1, commands
+    # ... on both cores, and Spack took the merged index as its own.
+    index_logs = [log.read_text() for log in cold_dir.glob("prebuild/stage/**/spack-commands.log")
+                  if "spack_index.py" in log.read_text()]
+    assert "index of repo builtin: " in index_logs[0]
+    assert "packages on 2 cores" in index_logs[0], index_logs[0]
     meta = json.loads((cold_dir / "run.json").read_text())
     assert meta["prebuild"]["parallel"] == 2
     assert [b["ok"] for b in meta["prebuild"]["builds"]] == [True] * 4
