@@ -48,9 +48,18 @@ if ((${#need[@]})); then
     fi
 fi
 
+venv_pip() {
+    # pip in the venv (a venv made without it gets it now), then pip install.
+    "$venv/bin/python" -m pip --version >/dev/null 2>&1 || "$venv/bin/python" -m ensurepip -q
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check "$@"
+}
 if [[ ! -x $venv/bin/python ]]; then
     echo "setup: creating $venv"
-    "$python" -m venv "$venv"
+    # Without pip when this Python's pip can put uv into it (pip --python):
+    # ensurepip is 7 s of a cold set-up here, and uv installs the rest.
+    "$python" -m venv --without-pip "$venv"
+    "$python" -m pip --python "$venv/bin/python" install -q --disable-pip-version-check \
+        "uv==0.13.9" 2>/dev/null || true
 fi
 echo "setup: installing hpc-health and its pinned dependencies into $venv"
 # uv installs the same requirements as pip in a few seconds instead of most
@@ -59,12 +68,11 @@ echo "setup: installing hpc-health and its pinned dependencies into $venv"
 # (PYTHONDONTWRITEBYTECODE, a read-only venv) every hpc-health and ReFrame
 # process would otherwise compile ReFrame, numpy and scipy again: 5 s
 # instead of 2 s of imports each, 50 % on the whole fast stage here.
-pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
-if [[ -x $venv/bin/uv ]] || "${pip[@]}" "uv==0.13.9" 2>/dev/null; then
+if [[ -x $venv/bin/uv ]] || venv_pip "uv==0.13.9" 2>/dev/null; then
     VIRTUAL_ENV=$venv "$venv/bin/uv" pip install -q --native-tls --compile-bytecode \
-        --python "$venv/bin/python" -e "$repo[test]" || "${pip[@]}" -e "$repo[test]"
+        --python "$venv/bin/python" -e "$repo[test]" || venv_pip -e "$repo[test]"
 else
-    "${pip[@]}" -e "$repo[test]"
+    venv_pip -e "$repo[test]"
 fi
 "$venv/bin/hpc-health" --version
 # Spack for the benchmarks when none is found: from the kit, else from the

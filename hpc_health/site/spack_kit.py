@@ -220,8 +220,12 @@ def _clingo(python, say=print):
     if python_ok(python):
         return
     say(f"spack setup: installing {CLINGO} into {python}")
-    subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", CLINGO],
-                   check=True)
+    # The set-up's venv has uv beside its Python and may have no pip.
+    uv = Path(python).parent / "uv"
+    cmd = ([str(uv), "pip", "install", "-q", "--native-tls", "--python", python, CLINGO]
+           if os.access(uv, os.X_OK) else
+           [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", CLINGO])
+    subprocess.run(cmd, check=True)
 
 
 def setup(kit_path, cache=None, python=None, say=print):
