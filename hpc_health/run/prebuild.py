@@ -9,8 +9,9 @@ those scripts are run here, several at once, and the checks then find
 their environments built (``spackenv ensure`` does only what changed, so a
 warm night costs a few seconds here).
 
-First, alone, Spack builds its package index (about 70 s here on a new
-machine, a second or two once built), which every other Spack process would
+First, alone, Spack's package index is built (on every core by
+``jobside/spack_index.py``: about 40 s here on a new machine instead of 75 s
+on one, a second or two once built), which every other Spack process would
 otherwise wait for on a lock that gives up after 120 s.  Then all builds,
 the largest first.
 """
