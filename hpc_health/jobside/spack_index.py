@@ -21,9 +21,7 @@ import multiprocessing
 import os
 import sys
 import time
-
-import spack.repo
-import spack.spec
+from queue import Empty
 
 #: index name -> (indexer class, how an index takes in another)
 _MERGE = {
@@ -33,11 +31,15 @@ _MERGE = {
 }
 
 
+# Spack is imported where it is used: the tests import this module without it.
+
 def _indexer(name, repo):
+    import spack.repo
     return getattr(spack.repo, _MERGE[name][0])(repo)
 
 
 def _cache_key(name, namespace):
+    import spack.spec
     # RepoIndex._build_index names its cache files so.
     return f'{name}/{namespace}-specfile_v{spack.spec.SPECFILE_FORMAT_VERSION}-index.json'
 
@@ -59,6 +61,26 @@ def _share(repo, names, queue):
         queue.put(('error', f'{type(err).__name__}: {err}'))
 
 
+def _collect(queue, workers):
+    """Every worker's share; read before joining, as a worker blocks on a
+    full pipe until it is read.  A worker that died without a word (killed,
+    out of memory) is a failed share, not a wait for ever."""
+    shares = []
+    while len(shares) < len(workers):
+        try:
+            shares.append(queue.get(timeout=1.0))
+        except Empty:
+            dead = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
+            if dead:
+                for w in workers:
+                    w.kill()
+                shares.append(('error', f'a worker exited with {dead[0]}'))
+                break
+    for w in workers:
+        w.join()
+    return shares
+
+
 def build(repo, jobs):
     """Index *repo* with *jobs* workers into Spack's cache; False (and why)
     when it could not, leaving the index to Spack."""
@@ -74,10 +96,7 @@ def build(repo, jobs):
                for i in range(jobs)]
     for w in workers:
         w.start()
-    # Read before joining: a worker blocks on a full pipe until it is read.
-    shares = [queue.get() for _ in workers]
-    for w in workers:
-        w.join()
+    shares = _collect(queue, workers)
     failed = [msg for kind, msg in shares if kind != 'ok']
     if failed:
         return False, failed[0]
@@ -96,6 +115,7 @@ def build(repo, jobs):
 
 
 def main(argv):
+    import spack.repo
     # More workers than this gain little: each pays for forking and its share
     # of the merge, and a login node's cores are not all ours.
     jobs = int(argv[0]) if argv else min(len(os.sched_getaffinity(0)), 8)
