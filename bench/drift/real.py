@@ -56,7 +56,7 @@ from pathlib import Path
 from bench.fault_injection import quiet
 from bench.fault_injection.hpc_health_run import SITE, Plan, Sandbox
 from bench.fault_injection.measure import QuietBudget
-from bench.fault_injection.system import memory_hog
+from bench.fault_injection.system import install_signal_handlers, memory_hog
 from bench.fault_injection.tools import build_memhog, build_pmpi_delay
 
 #: a night other processes used more cores of is re-run, this many times
@@ -245,6 +245,9 @@ def main(argv=None) -> int:
     p.add_argument("--append", action="store_true",
                    help="add this bench's nights to the results file as another part")
     args = p.parse_args(argv)
+    # SIGTERM and SIGHUP unwind as an interrupt does: the hog is stopped and
+    # the nights so far are saved.
+    install_signal_handlers()
     sizes = args.worse or [0.10, 0.05]
     scratch = args.scratch or Path(tempfile.mkdtemp(prefix="drift-real-"))
     scratch.mkdir(parents=True, exist_ok=True)
