@@ -60,11 +60,13 @@ def real(res) -> list[str]:
                             if d.get("change_measured") is not None else "")
                          for w, d in res.get("strengths", {}).items())
              + f"); {res.get('seconds') or '?'} s, {len(res.get('discarded_runs', []))} disturbed "
-             "nights re-run.", "",
-             "| step wanted | series | step measured (median of each series' faulty nights, "
-             "median and range over series) | DRIFTING within 5 nights | within 10 | its night "
-             "named +-1 (of those found) | change named (median) |",
-             "|---:|---:|---|---|---|---|---:|"]
+             "nights re-run." + (f" {res['note']}" if res.get("note") else ""), ""]
+    if not res["series"]:
+        return lines
+    lines += ["| step wanted | series | step measured (median of each series' faulty nights, "
+              "median and range over series) | DRIFTING within 5 nights | within 10 | its night "
+              "named +-1 (of those found) | change named (median) |",
+              "|---:|---:|---|---|---|---|---:|"]
     for worse in sorted({s["worse"] for s in res["series"]}, reverse=True):
         ss = [s for s in res["series"] if s["worse"] == worse]
         found = [s for s in ss if s["found_on"]]
