@@ -53,13 +53,14 @@ def real(res) -> list[str]:
     command = " ".join(["hpc-health run --site local --", "-n", res["check"], *res["options"]])
     lines = [f"`{command}`, figure {res['figure']}: "
              f"{len(clean)} clean nights (median {base:.4g} {unit}, "
-             f"{lo:.4g}-{hi:.4g} {unit}; {false} DRIFTING), then per series up to "
-             f"{res['max_nights']} nights with {res['what']} ("
-             + "; ".join(f"{100 * float(w):.0f} %: {d['setting']}"
-                         + (f", measured {100 * d['change_measured']:.1f} % worse"
-                            if d.get("change_measured") is not None else "")
-                         for w, d in res.get("strengths", {}).items())
-             + f"); {res.get('seconds') or '?'} s, {len(res.get('discarded_runs', []))} disturbed "
+             f"{lo:.4g}-{hi:.4g} {unit}; {false} DRIFTING)"
+             + (f", then per series up to {res['max_nights']} nights with {res['what']} ("
+                + "; ".join(f"{100 * float(w):.0f} %: {d['setting']}"
+                            + (f", measured {100 * d['change_measured']:.1f} % worse"
+                               if d.get("change_measured") is not None else "")
+                            for w, d in res.get("strengths", {}).items()) + ")"
+                if res["series"] else "")
+             + f"; {res.get('seconds') or '?'} s, {len(res.get('discarded_runs', []))} disturbed "
              "nights re-run." + (f" {res['note']}" if res.get("note") else ""), ""]
     if not res["series"]:
         return lines
