@@ -54,7 +54,7 @@ import time
 from pathlib import Path
 
 from bench.fault_injection import quiet
-from bench.fault_injection.hpc_health_run import SITE, Plan, Sandbox
+from bench.fault_injection.hpc_health_run import EXIT_DEGRADED, EXIT_DRIFTING, SITE, Plan, Sandbox
 from bench.fault_injection.measure import QuietBudget
 from bench.fault_injection.system import install_signal_handlers, memory_hog
 from bench.fault_injection.tools import build_memhog, build_pmpi_delay
@@ -129,7 +129,7 @@ def night(box, mech, strength, log):
             res = box.hpc_health("run", "--site", SITE, "--", "-n", mech.check, *mech.options,
                                  ranks_env=env)
         new = sorted(set(box.run_ids()) - before)
-        if res.returncode not in (0, 1, 3) or len(new) != 1:
+        if res.returncode not in (0, EXIT_DEGRADED, EXIT_DRIFTING) or len(new) != 1:
             raise RuntimeError(f"hpc-health run exited {res.returncode} with runs {new}:\n"
                                f"{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
         # The hog was waited for: its CPU time counts as the bench's own.
