@@ -189,6 +189,16 @@ def test_build_scripts_ensure_the_spack_environments(dry_run):
 
 # ----------------------------------------------------------------- jobs
 
+def test_every_benchmark_job_has_a_time_limit(dry_run):
+    """A launcher that hangs (Open MPI 4.1's mpirun can outlive killed ranks)
+    fails its check at the limit; without one the local scheduler waits for
+    ever and the night never ends."""
+    _, _, _, cases = dry_run
+    jobs = {key[0]: tc["time_limit"] for key, tc in cases.items() if not tc["fixture"]}
+    assert jobs
+    assert not [name for name, limit in jobs.items() if not limit], jobs
+
+
 def placeholder(part, env, fixture, package):
     return f"$(spack -e {site_env_dir(part, env, fixture)} location -i {package})"
 
