@@ -231,9 +231,9 @@ def test_each_spec_set_is_built_once_and_a_warm_run_runs_no_spack_command(runs):
     # builtin index is already up to date; our repo, checked out anew, is not.
     index_logs = [log.read_text() for log in cold_dir.glob("prebuild/stage/**/spack-commands.log")
                   if "spack_index.py" in log.read_text()]
-    built = r"(\d+ packages on \d+ cores|up to date)"
-    assert re.search(rf"index of repo builtin: {built}, ", index_logs[0]), index_logs[0]
-    assert re.search(rf"index of repo hpc_health: {built}, ", index_logs[0]), index_logs[0]
+    indexed = r"(\d+ packages on \d+ cores|up to date)"
+    assert re.search(rf"index of repo builtin: {indexed}, ", index_logs[0]), index_logs[0]
+    assert re.search(rf"index of repo hpc_health: {indexed}, ", index_logs[0]), index_logs[0]
     assert "left to Spack" not in index_logs[0]
     meta = json.loads((cold_dir / "run.json").read_text())
     assert meta["prebuild"]["parallel"] == 2
