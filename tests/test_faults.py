@@ -532,7 +532,7 @@ def test_a_benchmark_killed_by_a_signal_is_a_fail_naming_the_launch(tmp_path):
         _wait_for_the_benchmark(root)
         # Mid-run, as the row says: both ranks a second of CPU into the
         # barriers (MPI_Init took 0.3 s here).  Killed while they connect to
-        # mpirun, Open MPI 4.1's mpirun outlived them in 3 of 300 tries and
+        # mpirun, Open MPI 4.1's mpirun outlived them in 4 of 300 tries and
         # the check failed only at its time limit, 10 minutes later.
         rank = f"^{root.parent}.*/build/barrier --iters"
         deadline = time.monotonic() + 60

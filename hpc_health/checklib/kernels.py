@@ -103,7 +103,7 @@ class KernelRun(HealthCheck, RepeatedLaunches):
     valid_systems = ['+mpi']
     valid_prog_environs = ['+mpi']
     # Without one, the local scheduler waits for ever: Open MPI 4.1's mpirun
-    # can outlive ranks killed while they connect to it (3 in 300 here), and
+    # can outlive ranks killed while they connect to it (4 in 300 here), and
     # the night must end with this check failed, not stop there.
     time_limit = '10m'
 
