@@ -145,18 +145,27 @@ def night(box, mech, strength, log):
 
 
 def save(path, record, earlier):
-    """The results file: every part of the bench (``--append`` adds one)."""
-    path.write_text(json.dumps({"parts": [*earlier, record]}, indent=1) + "\n")
+    """The results file: every part of the bench (``--append`` adds one).
+    Saved after every night of a long clean part: a stop mid-write must not
+    take the earlier parts with it."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(json.dumps({"parts": [*earlier, record]}, indent=1) + "\n")
+    part.replace(path)
+
+
+def measured(box, run_id):
+    """{figure: value} of the night's report."""
+    report = json.loads((box.store / "runs" / SITE / run_id / "report.json").read_text())
+    return {key.split(":")[-1]: float(vals[0])
+            for run in report["runs"] for tc in run["testcases"]
+            for key, vals in (tc.get("perfvalues") or {}).items() if vals and vals[0] is not None}
 
 
 def value(box, run_id, figure):
-    report = json.loads((box.store / "runs" / SITE / run_id / "report.json").read_text())
-    for run in report["runs"]:
-        for tc in run["testcases"]:
-            for key, vals in (tc.get("perfvalues") or {}).items():
-                if key.endswith(":" + figure) and vals and vals[0] is not None:
-                    return float(vals[0])
-    raise RuntimeError(f"run {run_id} has no {figure}")
+    found = measured(box, run_id)
+    if figure not in found:
+        raise RuntimeError(f"run {run_id} has no {figure}")
+    return found[figure]
 
 
 def _drifting(box, run_id):
@@ -189,14 +198,16 @@ def calibrated(box, mech, base, worse, base_value, scratch, log, nights=3, tries
         box.store = store
 
 
-def clean_nights(box, mech, record, count, log):
+def clean_nights(box, mech, record, count, log, saved=lambda: None):
     """*count* clean nights into the box's store, references captured from
-    the first five."""
+    the first five; *saved* called after each."""
     for n in range(count):
         run_id, code = night(box, mech, 0, log)
         found = _drifting(box, run_id)
+        # Every figure of the check, for the false-alarm count per figure-night.
         record["clean"].append({"run": run_id, "exit_code": code,
                                 "value": value(box, run_id, mech.figure),
+                                "figures": sorted(measured(box, run_id)),
                                 "drifting": sorted(found)})
         log(f"clean night {n + 1}/{count}: {run_id} exit {code}, {mech.figure} "
             f"{record['clean'][-1]['value']:.4g} {mech.unit}"
@@ -208,6 +219,7 @@ def clean_nights(box, mech, record, count, log):
             record["reference_captured"] = cap.returncode == 0
             log("references captured from the first five nights" if cap.returncode == 0
                 else "capture refused the first five nights: no references (not needed)")
+        saved()
 
 
 def series(box, mech, strength, worse, nights, log):
@@ -237,7 +249,8 @@ def main(argv=None) -> int:
                    help="the mechanism and the check it is measured on (default pmpi)")
     p.add_argument("--worse", type=float, action="append",
                    help="step size, fraction worse (repeatable; default 0.10 and 0.05)")
-    p.add_argument("--series", type=int, default=20, help="series per step size")
+    p.add_argument("--series", type=int, default=20,
+                   help="series per step size (0: clean nights only, for the false-alarm count)")
     p.add_argument("--clean", type=int, default=12, help="clean nights before the steps")
     p.add_argument("--nights", type=int, default=10, help="faulty nights at most per series")
     p.add_argument("--json", type=Path, default=Path(__file__).with_name("real.json"))
@@ -266,11 +279,12 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     try:
         box.budget.wait()
-        clean_nights(box, mech, record, args.clean, log)
+        clean_nights(box, mech, record, args.clean, log,
+                     saved=lambda: save(args.json, record, earlier))
         values = sorted(c["value"] for c in record["clean"])
         record["clean_median"] = base_value = values[len(values) // 2]
         base = box.store
-        for worse in sizes:
+        for worse in sizes if args.series else []:
             strength, change = calibrated(box, mech, base, worse, base_value, scratch, log)
             record["strengths"][str(worse)] = {"strength": strength,
                                                "setting": mech.setting(strength),
