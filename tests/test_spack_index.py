@@ -10,6 +10,8 @@ from hpc_health.jobside import spack_index
 def _share(queue, what):
     if what == "die":
         os._exit(9)         # killed before a word, as the OOM killer would
+    if what == "quiet":
+        os._exit(0)         # ended "well" without its share
     queue.put(("ok", {"providers": what}))
 
 
@@ -31,4 +33,10 @@ def test_every_share_is_collected_and_every_worker_joined():
 def test_a_worker_that_dies_silently_fails_the_build_instead_of_hanging_it():
     shares, workers = _run("a", "die")
     assert ("error", "a worker exited with 9") in shares
+    assert all(w.exitcode is not None for w in workers)
+
+
+def test_a_worker_that_ends_without_its_share_fails_the_build_instead_of_hanging_it():
+    shares, workers = _run("a", "quiet")
+    assert ("error", "a worker ended without its share") in shares
     assert all(w.exitcode is not None for w in workers)

@@ -73,10 +73,14 @@ def _collect(queue, workers):
             shares.append(queue.get(timeout=1.0))
         except Empty:
             dead = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
-            if dead:
+            # Every worker gone and the queue still empty after a second:
+            # one ended without its share (a bug, or os._exit(0) in Spack).
+            silent = all(w.exitcode is not None for w in workers)
+            if dead or silent:
                 for w in workers:
                     w.kill()
-                shares.append(('error', f'a worker exited with {dead[0]}'))
+                shares.append(('error', f'a worker exited with {dead[0]}' if dead
+                               else 'a worker ended without its share'))
                 break
     for w in workers:
         w.join()
