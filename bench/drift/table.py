@@ -61,16 +61,15 @@ def real(res) -> list[str]:
     values = sorted(c["value"] for c in clean)
     # A clean-only part stopped early has no median recorded yet.
     unit, base = res["unit"], res.get("clean_median", values[len(values) // 2])
-    false = sum(1 for c in clean if res["figure"] in c["drifting"])
+    false = f"{sum(1 for c in clean if res['figure'] in c['drifting'])} DRIFTING"
     if all("figures" in c for c in clean):
-        false = (f"{false} nights DRIFTING; every figure of the check: "
-                 f"{sum(len(c['figures']) for c in clean)} figure-nights, "
-                 f"{onsets(clean)} DRIFTING alarms")
+        false += (f"; every figure of the check: {sum(len(c['figures']) for c in clean)} "
+                  f"figure-nights, {onsets(clean)} DRIFTING alarms")
     lo, hi = values[len(values) // 10], values[-1 - len(values) // 10]
     command = " ".join(["hpc-health run --site local --", "-n", res["check"], *res["options"]])
     lines = [f"`{command}`, figure {res['figure']}: "
              f"{len(clean)} clean nights (median {base:.4g} {unit}, "
-             f"{lo:.4g}-{hi:.4g} {unit}; {false} DRIFTING)"
+             f"{lo:.4g}-{hi:.4g} {unit}; {false})"
              + (f", then per series up to {res['max_nights']} nights with {res['what']} ("
                 + "; ".join(f"{100 * float(w):.0f} %: {d['setting']}"
                             + (f", measured {100 * d['change_measured']:.1f} % worse"
