@@ -14,7 +14,7 @@ import yaml
 from sandbox import REPO, hpc_health, make_root, without_spack
 from store_fixtures import case, series, write_run
 
-from hpc_health import processes
+from hpc_health.jobside import nodeload
 
 FIGURE = ("HaloExchange", "time_8B", "us")
 
@@ -129,10 +129,9 @@ def _cpu_seconds(pattern):
     times = []
     for pid in found.stdout.split():
         try:
-            fields = processes.proc_stat(int(pid))[1]
+            times.append(nodeload._proc_stat(int(pid))[1])
         except OSError:
             return 0.0
-        times.append((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
     return min(times) if len(times) >= 2 else 0.0
 
 

@@ -161,8 +161,9 @@ def measured(box, run_id):
             for key, vals in (tc.get("perfvalues") or {}).items() if vals and vals[0] is not None}
 
 
-def value(box, run_id, figure):
-    found = measured(box, run_id)
+def value(box, run_id, figure, found=None):
+    """The night's *figure*; *found*: its :func:`measured`, when read already."""
+    found = measured(box, run_id) if found is None else found
     if figure not in found:
         raise RuntimeError(f"run {run_id} has no {figure}")
     return found[figure]
@@ -205,10 +206,10 @@ def clean_nights(box, mech, record, count, log, saved=lambda: None):
         run_id, code = night(box, mech, 0, log)
         found = _drifting(box, run_id)
         # Every figure of the check, for the false-alarm count per figure-night.
+        got = measured(box, run_id)
         record["clean"].append({"run": run_id, "exit_code": code,
-                                "value": value(box, run_id, mech.figure),
-                                "figures": sorted(measured(box, run_id)),
-                                "drifting": sorted(found)})
+                                "value": value(box, run_id, mech.figure, got),
+                                "figures": sorted(got), "drifting": sorted(found)})
         log(f"clean night {n + 1}/{count}: {run_id} exit {code}, {mech.figure} "
             f"{record['clean'][-1]['value']:.4g} {mech.unit}"
             + (f", DRIFTING {sorted(found)}" if found else ""))
