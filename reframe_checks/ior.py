@@ -19,6 +19,7 @@ import os
 import shlex
 
 import reframe as rfm
+import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
@@ -63,6 +64,11 @@ class IorBandwidth(IoBase):
     transfer_size = variable(str, int, type(None), value=None)
     segments = variable(int, type(None), value=None)
     repetitions = variable(int, type(None), value=None)
+    #: Open the files ``O_DIRECT`` (POSIX modes).  Unset: ``ior.direct_io``.
+    #:
+    #: :type: :class:`bool` or :obj:`None`
+    #: :default: :obj:`None`
+    direct_io = variable(typ.Bool, type(None), value=None)
 
     figures = [Figure(f'{op}_bw', 'MiB/s', HIGHER, _ior(op, 'bw_mib'), capability='fs_bandwidth_mibs')
                for op in ('write', 'read')]
@@ -78,9 +84,11 @@ class IorBandwidth(IoBase):
     @run_before('run')
     def set_command(self):
         self.fill_from_settings('ior', block_size='block_size', transfer_size='transfer_size',
-                                segments='segments', repetitions='repetitions')
+                                segments='segments', repetitions='repetitions',
+                                direct_io='direct_io')
         opts = ior_options(self.mode, self.block_size, self.transfer_size, self.segments,
-                           self.repetitions, f'"${IO_DIR_VAR}/testfile"', self.summary_file)
+                           self.repetitions, f'"${IO_DIR_VAR}/testfile"', self.summary_file,
+                           self.direct_io)
         self.keep_files.append('ior-summary.json')
         self.launch(os.path.join(self.ior.prefix('ior'), 'bin', 'ior'), opts)
 
@@ -94,7 +102,8 @@ class IorBandwidth(IoBase):
         out = self.ior_summary
         expected = self.consistent(check_ior_summary, out, self.mode, self.num_tasks)
         api = IOR_MODES[self.mode][0]
-        lines = [f'IOR {out["version"]}: {self.mode}, {self.num_tasks} ranks, '
+        direct = ' (O_DIRECT)' if self.direct_io and api == 'POSIX' else ''
+        lines = [f'IOR {out["version"]}: {self.mode}{direct}, {self.num_tasks} ranks, '
                  f'{expected} B written and read back',
                  f'command: {out["command_line"]}']
         for op in ('write', 'read'):

@@ -220,6 +220,11 @@ def test_ior_options_per_mode():
     assert ior_lib.ior_options("posix_shared", "16m", "1m", 4, 1, "F", "S") == ["-a", "POSIX"] + common
     assert ior_lib.ior_options("mpiio_collective", "16m", "1m", 4, 1, "F", "S") == \
         ["-a", "MPIIO", "-c"] + common
+    # O_DIRECT is IOR's POSIX backend option: MPI-IO is left to the MPI library.
+    assert ior_lib.ior_options("posix_fpp", "16m", "1m", 4, 1, "F", "S", direct_io=True) == \
+        ["-a", "POSIX", "--posix.odirect", "-F"] + common
+    assert ior_lib.ior_options("mpiio_collective", "16m", "1m", 4, 1, "F", "S", direct_io=True) == \
+        ["-a", "MPIIO", "-c"] + common
 
 
 def test_mdtest_options():

@@ -30,13 +30,20 @@ IOR_MODES = {
 
 
 def ior_options(mode, block_size, transfer_size, segments, repetitions,
-                test_file, summary_file):
+                test_file, summary_file, direct_io=False):
     """IOR options: write then read, fsync before the write is timed as done,
     reading back another node's data (-C) so the page cache is no shortcut,
     barriers between phases so the phases are timed apart, and a JSON
-    summary (IOR's text shows Max Write/Read only with -v)."""
+    summary (IOR's text shows Max Write/Read only with -v).
+
+    On one node -C reads back from the node's own page cache, and the
+    kernel may write part of the data behind IOR's back before the fsync:
+    *direct_io* opens the files ``O_DIRECT`` (POSIX modes; an MPI-IO run
+    is left to the MPI library)."""
     api, fpp, collective = IOR_MODES[mode]
     opts = ['-a', api]
+    if direct_io and api == 'POSIX':
+        opts.append('--posix.odirect')
     if fpp:
         opts.append('-F')
     if collective:

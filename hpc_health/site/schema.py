@@ -163,6 +163,9 @@ IOR_SCHEMA = _strict({
     "transfer_size": {**_BYTES, "default": "1m", "description": "-t"},
     "segments": {**_POSINT, "default": 4, "description": "-s"},
     "repetitions": {**_POSINT, "default": 3, "description": "-i, each repetition a sample"},
+    "direct_io": {**_BOOL, "default": False,
+                  "description": "--posix.odirect in the POSIX modes: the node's page "
+                  "cache is not what is measured (node-local file systems)"},
     "posix_allowance": {"type": ["integer", "null"], "minimum": 0, "default": 65536,
                         "description": "bytes Darshan may see beyond IOR's own in the "
                         "POSIX module (MPI's shared-memory files)"},
