@@ -67,7 +67,13 @@ def real(res) -> list[str]:
                   f"figure-nights, {onsets(clean)} DRIFTING alarms")
     lo, hi = values[len(values) // 10], values[-1 - len(values) // 10]
     command = " ".join(["hpc-health run --site local --", "-n", res["check"], *res["options"]])
-    lines = [f"`{command}`, figure {res['figure']}: "
+    held, held_text = res.get("session") or {}, ""
+    if held.get("held"):
+        unheld = sorted(held["unheld"])
+        held_text = (f" (rate held at {held['held']} on every night, {held['held_fraction']:g} "
+                     f"of the figure unheld: median {unheld[len(unheld) // 2]:.4g} {res['unit']} "
+                     f"over {len(unheld)} nights)")
+    lines = [f"`{command}`{held_text}, figure {res['figure']}: "
              f"{len(clean)} clean nights (median {base:.4g} {unit}, "
              f"{lo:.4g}-{hi:.4g} {unit}; {false})"
              + (f", then per series up to {res['max_nights']} nights with {res['what']} ("

@@ -90,14 +90,17 @@ class Sandbox:
         #: runs thrown away because other processes used the CPUs meanwhile
         self.discarded = []
 
-    def hpc_health(self, *args, ranks_env=None):
+    def hpc_health(self, *args, ranks_env=None, prefix=(), env=None):
         """Run one ``hpc-health`` command; ``ranks_env`` is the environment
-        of the MPI ranks only (Open MPI's ``mca_base_env_list``)."""
-        env = dict(os.environ, HPC_HEALTH_ROOT=str(self.root), HPC_HEALTH_STORE=str(self.store))
+        of the MPI ranks only (Open MPI's ``mca_base_env_list``), ``env``
+        added to the command's own, ``prefix`` the command it runs under
+        (e.g. ``ip netns exec NS``)."""
+        env = dict(os.environ, **(env or {}), HPC_HEALTH_ROOT=str(self.root),
+                   HPC_HEALTH_STORE=str(self.store))
         if ranks_env:
             env["OMPI_MCA_mca_base_env_list"] = ";".join(f"{k}={v}"
                                                          for k, v in ranks_env.items())
-        return subprocess.run([sys.executable, "-m", "hpc_health", *args], env=env,
+        return subprocess.run([*prefix, sys.executable, "-m", "hpc_health", *args], env=env,
                               capture_output=True, text=True, timeout=self.timeout)
 
     def run_ids(self):
