@@ -264,7 +264,7 @@ class IoThrottle(HeldRate):
     # wandered from night to night).
     options = ("-S", "IorBandwidth.block_size=64m", "-S", "IorBandwidth.direct_io=true")
     fraction = 0.1
-    what = "a blkio.throttle rate on a loop device lowered (IOR writes, fsync timed)"
+    what = "a blkio.throttle rate on a loop device lowered (IOR O_DIRECT)"
     rate_unit = "MB/s"
     #: the loop file system: IOR's files (2 ranks x 64 MiB x 4 segments) and room
     size_mib = 1024
