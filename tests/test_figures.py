@@ -75,7 +75,8 @@ def test_a_check_with_a_wrong_declaration_fails_when_it_is_loaded(tmp_path):
     check.write_text(BAD_CHECK)
     res = subprocess.run([str(Path(sys.executable).parent / "reframe"), "-C",
                           str(REPO / "site_configs" / "local" / "reframe_config.py"),
-                          "-c", str(check), "-l"], capture_output=True, text=True, timeout=120)
+                          "-c", str(check), "-l"], capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path)   # reframe writes reframe.log where it runs
     out = res.stdout + res.stderr
     assert "BadlyDeclared: figure 'speed': better must be 'higher' or 'lower'" in out, out
     assert "Found 0 check(s)" in out
