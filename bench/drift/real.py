@@ -149,7 +149,8 @@ class HeldRate(Mechanism):
     """A rate the figure is held at on every night, clean ones too, that the
     fault lowers: a fabric's links and a disk set such a rate, while this
     VM's loopback and tmpfs-backed devices run as fast as two shared vCPUs
-    copy, ±20 % from one launch to the next.  The session first measures the
+    copy (IOR's unheld write bandwidth: 2 248 to 4 435 MiB/s over three
+    nights here).  The session first measures the
     figure unheld (``--probe`` nights in a scratch store), then holds the
     rate at ``--held-fraction`` of it; the fault's strength is the fraction
     of that rate it takes away."""
@@ -252,16 +253,16 @@ class IoThrottle(HeldRate):
     loop device, ``hpc-health run`` started in a cgroup-v1 blkio cgroup
     whose write and read rates on that device are held.  Without
     ``O_DIRECT`` most of IOR's data reached the device through kernel
-    threads, which no cgroup throttles (455 of 1 536 MiB a night went
+    threads, which no cgroup throttles (455 of 1 611 MB a night went
     through the cgroup here), and the read-back came from the page cache."""
 
     name, unit, higher = "blkio", "MiB/s", True
     check = "IorBandwidth%mode=posix_fpp"
     figure = "write_bw"
     # 512 MiB a repetition, and a tenth of the unheld rate: a write takes
-    # over a second, and the clean nights measured the held rate to 0.5 %
-    # (at 0.3 of it, 8 % above the held rate, and a lowered rate's effect
-    # wandered from night to night).
+    # over a second, and the clean nights' figure stayed within 0.5 % (at
+    # 0.3 of it, a lowered rate's effect wandered from 4 to 24 % between
+    # nights).
     options = ("-S", "IorBandwidth.block_size=64m", "-S", "IorBandwidth.direct_io=true")
     fraction = 0.1
     what = "a blkio.throttle rate on a loop device lowered (IOR O_DIRECT)"
