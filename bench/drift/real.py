@@ -290,16 +290,8 @@ class IoThrottle(HeldRate):
     def hold(self, rate):
         return system.blkio_throttle(self.cg, self.majmin, read_bps=rate, write_bps=rate)
 
-    @contextlib.contextmanager
     def lower(self, rate):
-        for kind in ("read", "write"):
-            (self.cg / f"blkio.throttle.{kind}_bps_device").write_text(f"{self.majmin} {int(rate)}")
-        try:
-            yield
-        finally:
-            for kind in ("read", "write"):
-                (self.cg / f"blkio.throttle.{kind}_bps_device").write_text(
-                    f"{self.majmin} {int(self.held)}")
+        return system.blkio_rate(self.cg, self.majmin, rate, self.held)
 
 
 MECHANISMS = {m.name: m for m in (PmpiDelay, MemoryHog, LinkRate, IoThrottle)}

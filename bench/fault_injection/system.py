@@ -282,6 +282,20 @@ def blkio_throttle(cgroup, majmin, read_bps=None, write_bps=None):
 
 
 @contextlib.contextmanager
+def blkio_rate(cgroup, majmin, bps, restore_bps):
+    """Change the read and write rates :func:`blkio_throttle` set for one
+    device to *bps*, and set *restore_bps* back afterwards."""
+    files = [cgroup / f"blkio.throttle.{kind}_bps_device" for kind in ("read", "write")]
+    for f in files:
+        _write(f, f"{majmin} {int(bps)}")
+    try:
+        yield
+    finally:
+        for f in files:
+            _undo(_write, f, f"{majmin} {int(restore_bps)}")
+
+
+@contextlib.contextmanager
 def cpu_quota(cgroup, fraction, period_us=10000):
     """CFS bandwidth limit: ``fraction`` of one CPU per period."""
     _write(cgroup / "cpu.cfs_period_us", str(int(period_us)))
