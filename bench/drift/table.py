@@ -74,7 +74,7 @@ def real(res) -> list[str]:
                      f"of the figure unheld: median {unheld[len(unheld) // 2]:.4g} {res['unit']} "
                      f"over {len(unheld)} nights)")
     lines = [f"`{command}`{held_text}, figure {res['figure']}: "
-             f"{len(clean)} clean nights (median {base:.4g} {unit}, "
+             f"{len(clean)} clean nights (median {base:.4g} {unit}, 10th-90th percentile "
              f"{lo:.4g}-{hi:.4g} {unit}; {false})"
              + (f", then per series up to {res['max_nights']} nights with {res['what']} ("
                 + "; ".join(f"{100 * float(w):.0f} %: {d['setting']}"
