@@ -72,7 +72,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.fault_injection import quiet, system
+from bench.fault_injection import analysis, quiet, system
 from bench.fault_injection.hpc_health_run import EXIT_DEGRADED, EXIT_DRIFTING, SITE, Plan, Sandbox
 from bench.fault_injection.measure import QuietBudget
 from bench.fault_injection.system import install_signal_handlers, memory_hog
@@ -93,6 +93,8 @@ class Mechanism:
     env: dict = {}
     #: what the session set up, for the results file
     session_info: dict = {}
+    #: the strengths calibration may try
+    bounds: tuple = (0.0, float("inf"))
 
     @contextlib.contextmanager
     def session(self, box, scratch, log):
@@ -157,6 +159,8 @@ class HeldRate(Mechanism):
 
     #: the held rate, as a fraction of the figure measured unheld
     fraction = 0.5
+    #: a step takes at most 90 % of the held rate away
+    bounds = (0.0, 0.9)
 
     def __init__(self, bindir, args):
         self.fraction, self.probes = args.held_fraction or self.fraction, args.probe
@@ -357,25 +361,13 @@ def _drifting(box, run_id):
     return {d["variable"]: d for d in meta.get("drifting") or []}
 
 
-def next_strength(tried, worse):
-    """The strength to try after *tried* ((strength, change) pairs) for a
-    change of *worse*: between the closest pair that brackets it, else the
-    last one scaled, by at most 3x.  A change inside the night-to-night
-    noise (the memory hog at 756 MB/s: 0.3 %) scaled alone asked for 18x."""
-    below = [t for t in tried if t[1] < worse]
-    above = [t for t in tried if t[1] > worse]
-    if below and above:
-        (s0, c0), (s1, c1) = max(below, key=lambda t: t[1]), min(above, key=lambda t: t[1])
-        return s0 + (s1 - s0) * (worse - c0) / (c1 - c0)
-    strength, change = tried[-1]
-    return strength * min(3.0, max(1 / 3, worse / change if change > 0 else 3.0))
-
-
 def calibrated(box, mech, base, worse, base_value, scratch, log, nights=3, tries=4):
     """The strength that makes the figure *worse* worse than *base_value*,
-    by measurement, scaled by the change it made on *nights* nights in a
-    scratch copy of the store, up to *tries* times.  (strength, the change
-    measured with it)."""
+    by measurement: each try's change is the median of *nights* nights in a
+    scratch copy of the store, and the next strength is the fault bench's
+    step from all tries so far (a power law through the two nearest, the
+    strength doubled after a change inside the noise), up to *tries* times.
+    (strength, the change measured with it)."""
     strength = mech.initial(worse, base_value)
     store, box.store = box.store, scratch / "calibration"
     tried = []
@@ -390,9 +382,11 @@ def calibrated(box, mech, base, worse, base_value, scratch, log, nights=3, tries
                 f"{100 * worse:.0f} %)")
             tried.append((strength, change))
             # The last strength tried is the one returned, with its change.
-            if abs(change - worse) <= 0.01 or attempt == tries - 1:
+            nxt = (None if abs(change - worse) <= 0.01 or attempt == tries - 1
+                   else analysis.next_strength(tried, worse, *mech.bounds))
+            if nxt is None:
                 break
-            strength = next_strength(tried, worse)
+            strength = nxt
         return strength, change
     finally:
         shutil.rmtree(box.store, ignore_errors=True)
