@@ -27,7 +27,7 @@ _HZ = os.sysconf("SC_CLK_TCK")
 _CPUACCT = "/sys/fs/cgroup/cpuacct/cpuacct.usage"
 
 
-def _proc_stat():
+def _cpu_seconds():
     """(busy seconds over all CPUs, steal seconds).  Busy is the scheduler's
     CPU time of every task where cgroup v1 cpuacct has it, else /proc/stat's
     user+nice+system: those are counted in ticks, and with both cores busy
@@ -36,16 +36,13 @@ def _proc_stat():
     the memory hog beside a copying benchmark; 10.1 s against 10.1 s with
     the benchmark alone), which is what the hog nights' foreign cores were."""
     with open("/proc/stat") as f:
-        parts = f.readline().split()
-    vals = [int(x) for x in parts[1:]]
-    busy = (vals[0] + vals[1] + vals[2]) / _HZ
-    steal = vals[7] if len(vals) > 7 else 0
+        vals = [int(x) for x in f.readline().split()[1:]]
+    steal = (vals[7] if len(vals) > 7 else 0) / _HZ
     try:
         with open(_CPUACCT) as f:
-            busy = int(f.read()) / 1e9
+            return int(f.read()) / 1e9, steal
     except (OSError, ValueError):
-        pass
-    return busy, steal / _HZ
+        return (vals[0] + vals[1] + vals[2]) / _HZ, steal
 
 
 def _kthread_seconds():
@@ -73,14 +70,14 @@ def _own_seconds():
 class CpuMeter:
     def __init__(self):
         self.t = time.monotonic()
-        self.busy, self.steal = _proc_stat()
+        self.busy, self.steal = _cpu_seconds()
         self.kthreads = _kthread_seconds()
         self.own = _own_seconds()
 
     def foreign(self):
         """(foreign CPU in cores, steal in cores) since construction."""
         wall = max(time.monotonic() - self.t, 1e-3)
-        busy, steal = _proc_stat()
+        busy, steal = _cpu_seconds()
         other = ((busy - self.busy) - (_kthread_seconds() - self.kthreads)
                  - (_own_seconds() - self.own))
         return max(other, 0.0) / wall, (steal - self.steal) / wall
