@@ -49,9 +49,9 @@ def _prometheus(run, path):
     from hpc_health.cli import prometheus, summaries
     from hpc_health.judge import results
     from hpc_health.run import preflight, session
-    _, refs = preflight.validate(run.site)
+    site, refs = preflight.validate(run.site)
     vs = session.judge_report(results.load_report(run.dir / "report.json"), refs,
-                              run.meta.get("hardware"))
+                              run.meta.get("hardware"), run=run, settings=site.settings)
     started = None
     for form in ("%Y-%m-%dT%H:%M:%SZ", "%Y%m%dT%H%M%SZ"):    # run.json's, a run id's
         try:

@@ -88,14 +88,15 @@ def health(idx: Any, site: str, runs: Sequence[Any], refs: Any,
         m = v.measurement
         key = (m.check, m.partition_fullname, m.environ, m.variable)
         verdict = (f"<span class=\"verdict {H.verdict_class(v.verdict)}\">"
-                   f"{H.esc(cells[9])}</span>")
+                   f"{H.esc(cells[10])}</span>")
         name = (f"<a href=\"#{ids[key]}\">{H.esc(cells[3])}</a>" if key in ids
                 else H.esc(cells[3]))
-        rows.append([cells[0], cells[1], cells[2], name, *cells[4:9], verdict, _why(v.reason)])
+        rows.append([cells[0], cells[1], cells[2], name, *cells[4:10], verdict, _why(v.reason)])
     body += [f"<h2>Verdicts of run {H.esc(latest.run_id)}</h2>",
              H.table(["check", "partition", "environ", "figure", "value", "reference",
-                      "bounds", "dev %", "MDC %", "verdict", "why (hover: all of it)"], rows,
-                     numeric=(4, 5, 7, 8), raw=(3, 9, 10))]
+                      "bounds", "dev %", "MDC %", "noise (runs+nights, df)", "verdict",
+                      "why (hover: all of it)"], rows,
+                     numeric=(4, 5, 7, 8), raw=(3, 10, 11))]
     body.append(f"<h2>Trends over {len(runs)} run(s)</h2><p class=\"note\">One point per "
                 "run (the median of its samples; the bar spans its samples), the reference "
                 "and its bounds as the green band, level shifts dotted, a sustained step to "

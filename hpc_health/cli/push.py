@@ -101,7 +101,7 @@ def push(site, url, retries, timeout, token_file):
     tick = Ticker("push: runs sent", len(queue))
     for i, r in enumerate(queue):
         vs = session.judge_report(results.load_report(r.dir / "report.json"), refs,
-                                  r.meta.get("hardware"))
+                                  r.meta.get("hardware"), run=r, settings=s.settings)
         body = json.dumps(records(r, vs)).encode()
         for attempt in range(retries + 1):
             why = _send(url, body, token, timeout)

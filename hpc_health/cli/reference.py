@@ -64,7 +64,8 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, re
         raise ConfigError(rundirs.runs_dir(s.name), "the chosen runs hold no performance figures")
     proposals = capture.propose(found, [m.get("stack_hash") for _, m in chosen],
                                 [m.get("rounds") or 1 for _, m in chosen],
-                                s.settings.get("reference_max_mdc") or capture.MAX_MDC)
+                                s.settings.get("reference_max_mdc") or capture.MAX_MDC,
+                                s.settings.get("false_alarm_budget") or capture.FALSE_ALARM_BUDGET)
     for line in capture.diff_lines(old, proposals):
         click.echo(line)
     click.echo(capture.summary_line(proposals))

@@ -118,7 +118,8 @@ def report(site, run_sets, html_file, markdown, junit_file):
     for r in runs:
         rep = results.load_report(r.dir / "report.json")
         measured = results.measurements(rep)
-        vs = session.judge_report(rep, refs, r.meta.get("hardware"))
+        vs = session.judge_report(rep, refs, r.meta.get("hardware"), run=r,
+                                  settings=s.settings)
         if r.meta.get("per_node"):
             vs = verdicts.node_outliers(vs, s.settings.get("per_node_min_change"))
         judged.append((r.run_id, vs))

@@ -39,7 +39,7 @@ def markdown(site: str, run_id: str, vs: Sequence[V.Verdict],
         lines += ["| check | partition | environ | figure | value | reference | dev % | verdict "
                   "| why |", "|---|---|---|---|---|---|---|---|---|"]
         for row, v in zip(table.rows(bad), bad):
-            check, part, env, var, value, ref, _bounds, dev, _mdc, verdict = row
+            check, part, env, var, value, ref, _bounds, dev, _mdc, _noise, verdict = row
             lines.append("| " + " | ".join(_cell(c) for c in (check, part, env, var, value, ref,
                                                                dev, verdict, v.reason)) + " |")
     else:

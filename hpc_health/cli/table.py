@@ -4,7 +4,7 @@ import math
 import re
 
 COLUMNS = ("check", "partition", "environ", "variable", "value", "reference",
-           "bounds", "dev %", "MDC %", "verdict")
+           "bounds", "dev %", "MDC %", "noise (runs+nights, df)", "verdict")
 
 
 def fmt(x):
@@ -41,6 +41,7 @@ def rows(verdicts):
         mdc = "-" if v.mdc is None else f"{100 * v.mdc:.0f}"
         out.append((m.check, m.partition_fullname, m.environ, m.variable or "-",
                     fmt(m.value) + unit, fmt(m.ref), _bounds(m), dev, mdc,
+                    getattr(v, "noise", "") or "-",
                     f"{v.verdict} ({v.tag})" if getattr(v, "tag", "") else v.verdict))
     return out
 

@@ -19,13 +19,13 @@ alarms are controlled over the run, not per variable.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hpc_health.judge import stats
+from hpc_health.judge import gating, nights, stats
 from hpc_health.judge.figures import DIRECTIONS
-from hpc_health.judge.stats import DEGRADED, IMPROVED, NO_REFERENCE, PASS  # noqa: F401
+from hpc_health.judge.stats import DEGRADED, IMPROVED, NO_REFERENCE, PASS, gate  # noqa: F401
 from hpc_health.site import hardware
 
 if TYPE_CHECKING:
@@ -50,8 +50,10 @@ class Verdict:
     p_value: float | None = None
     method: str = ""                    # "noise" | "bound-only"
     #: shown beside the verdict in the table: "below the timer's resolution",
-    #: "weak reference"
+    #: "weak reference", "3 nights, -14.0 %"
     tag: str = ""
+    #: what the figure's spread rests on: "3.1 % 5+12 df 16+8"
+    noise: str = ""
 
 
 def stats_reference(m: Measurement, provenance: dict[str, Any] | None = None) -> stats.Reference:
@@ -129,7 +131,9 @@ def _short(reason: str) -> str:
 
 def judge_all(measurements: Sequence[Measurement], refs: ReferenceSet | None = None,
               run_hardware: dict[str, Any] | None = None, alpha: float = stats.ALPHA,
-              baseline: str | Callable[[Measurement], str] = "") -> list[Verdict]:
+              baseline: str | Callable[[Measurement], str] = "",
+              past: Mapping[Any, list[Any]] | None = None,
+              settings: Mapping[str, Any] | None = None) -> list[Verdict]:
     """Verdicts for all measurements of one run.
 
     *refs* (a :class:`hpc_health.references.ReferenceSet`) supplies both
@@ -140,8 +144,15 @@ def judge_all(measurements: Sequence[Measurement], refs: ReferenceSet | None = N
     *baseline* ("baseline 2/5", or a function of the measurement giving
     it) is said of every figure without reference.  A figure the reference
     file names as left out (``no_reference``: below the timer's resolution,
-    too noisy) says why instead.
+    too noisy) says why instead.  A reference captured with its spread is
+    judged by the gate (:mod:`hpc_health.judge.gating`) with the figure's
+    *past* nights (:func:`hpc_health.judge.nights.past`) and the site's
+    *settings* (``false_alarm_budget``, ``tolerance``); older references by
+    the per-run test of :func:`hpc_health.judge.stats.decide_many`.
     """
+    settings = settings or {}
+    budget = float(settings.get("false_alarm_budget") or gate.FALSE_ALARM_BUDGET)
+    checks = gating.site_checks(refs)
     label = baseline if callable(baseline) else (lambda m: baseline)
     out = [_early(m) for m in measurements]
     pending, items, provs, xfails = [], [], [], []
@@ -156,6 +167,11 @@ def judge_all(measurements: Sequence[Measurement], refs: ReferenceSet | None = N
                 continue
             reason = "; ".join(r for r in (why, label(m)) if r)
             out[i] = Verdict(m, NO_REFERENCE, reason=reason)
+            continue
+        if gating.noise_of(prov) is not None:
+            out[i] = _gated(m, found[1], prov, (past or {}).get(nights.figure_key(m), []),
+                            checks, budget, settings.get("tolerance"),
+                            float(settings.get("reference_max_mdc") or 0.5))
             continue
         pending.append(i)
         provs.append(prov)
@@ -180,6 +196,27 @@ def judge_all(measurements: Sequence[Measurement], refs: ReferenceSet | None = N
             # The likely cause beside the verdict: a busy node reads as a slow one.
             v.reason = "; ".join(r for r in (v.reason, v.measurement.busy) if r)
     return out
+
+
+def _gated(m, xfail, prov, past_nights, checks, budget, tolerances, max_mdc):
+    """A figure judged by the gate, with its xfail and weak notes."""
+    value = stats.location(m.samples or [m.value])
+    tol = gating.tolerance_of(tolerances, m.test, m.variable)
+    night = gating.judge_night(value, m.ref, m.better, prov, past_nights, checks, budget, tol)
+    verdict, reason = night.verdict, night.reason + _rounds_note(m, prov)
+    # Tonight's enforced bound, as the table shows it (the file's is the capture's).
+    m.lower, m.upper = ((-min(night.bound, 0.99), m.upper) if m.better == "higher"
+                        else (m.lower, night.bound))
+    if xfail and verdict == DEGRADED:
+        verdict, reason = XFAIL, f"known issue ($xfail): {xfail}; {reason}"
+    tag = night.tag
+    if not tag and prov.get("weak") and night.mdc > max_mdc:
+        # Weak until the nights it has learned from bring its MDC under.
+        tag = "weak reference"
+        reason = f"{reason}; weak reference: {prov['weak']}"
+    noise = f"{100 * night.noise.spread:.1f}% {night.noise.rests_on()}"
+    return Verdict(m, verdict, deviation=night.deviation, reason=reason, mdc=night.mdc,
+                   p_value=night.p_value, method="gate", tag=tag, noise=noise)
 
 
 def _rounds_note(m, prov):

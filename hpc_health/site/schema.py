@@ -219,6 +219,17 @@ SITE_SCHEMA = {
         # with the number of baseline runs that would bring it under.
         "reference_max_mdc": {"type": "number", "exclusiveMinimum": 0, "maximum": 10,
                               "default": 0.5},
+        # Failing nights per site-month the gate may raise on a healthy
+        # machine: its one-night rule, its persistence rule and BROADLY WORSE
+        # share it, and the gated checks share each night's part equally.
+        "false_alarm_budget": {"type": "number", "exclusiveMinimum": 0, "maximum": 15,
+                               "default": 1.0},
+        # A site's own tolerance per check or figure ("Check" or
+        # "Check/variable"), ReFrame's convention: -0.1 fails a figure 10 %
+        # worse, when the noise allows the gate to see that much.
+        "tolerance": {"type": "object",
+                      "additionalProperties": {"type": "number", "minimum": -0.99,
+                                               "maximum": 10}},
         # ReFrame's own results database (``reframe --list-stored-sessions``,
         # ``--performance-compare``); null: reframe-results.db in the store.
         "reframe_results_db": _PATH,

@@ -10,6 +10,7 @@ uses.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections import OrderedDict
@@ -17,10 +18,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import yaml
 
 from hpc_health.errors import ConfigError
-from hpc_health.judge import results, stats
+from hpc_health.judge import gating, results, stats
+from hpc_health.judge.stats.gate import FALSE_ALARM_BUDGET, PERSIST_NIGHTS
 from hpc_health.site import hardware
 from hpc_health.store import references
 
@@ -61,83 +64,131 @@ def collect(run_dirs: Sequence[Path], partition: str | None = None) -> dict[Any,
     return found
 
 
+#: Fewest baseline runs a reference is captured from: two runs give the
+#: spread one degree of freedom, and a t with one cannot promise anything.
+MIN_RUNS = 3
 #: Default of the site setting ``reference_max_mdc``.
 MAX_MDC = 0.5
 
 
 def propose(found: dict[Any, Any], stack_hashes: Sequence[str | None] = (),
-            rounds: Sequence[int] = (), max_mdc: float = MAX_MDC) -> dict[Any, Any]:
+            rounds: Sequence[int] = (), max_mdc: float = MAX_MDC,
+            budget: float = FALSE_ALARM_BUDGET) -> dict[Any, Any]:
     """Proposals per key; ``rounds``: the rounds of each chosen run, recorded
     because a run's spread depends on them (a reference captured with 4
     rounds is too tight for a nightly run with 1).
 
-    A figure that measures nothing (below its timer's resolution) or whose
-    healthy runs alone vary beyond the cap gets no reference, with the
-    reason; one whose MDC is above ``max_mdc`` gets its reference marked
-    ``weak``, with the baseline runs that would bring it under.  The MDC is
-    that of a run judging all the figures found (Holm over that family).
+    Each figure's level is the mean of its runs' figures (log scale) and its
+    noise the spread of those figures, shrunk towards its check's other
+    figures (:func:`hpc_health.judge.gating.capture_family`).  A figure that
+    measures nothing (below its timer's resolution), has one run, or whose
+    runs spread so far that the gate could not catch a tenfold change gets
+    no reference, with the reason; one whose MDC (a sustained loss caught by
+    the persistence window's last night, under the site's
+    ``false_alarm_budget``) is above ``max_mdc`` gets its reference marked
+    ``weak``.  The MDC is the one every run prints for the figure on its
+    first judged night.
     """
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     proposals: dict[Any, Any] = OrderedDict()
-    family = max(1, len(found))
+    nights: dict[Any, gating.Baseline] = OrderedDict()
+    provs: dict[Any, dict[str, Any]] = {}
     for key, entry in found.items():
-        test, names, values, var = key
         entry, busy_note = _without_busy_runs(entry)
         prov = {"captured": now, "runs": sorted(set(entry["runs"])),
                 "samples": int(sum(len(s) for s in entry["samples_by_run"]))}
         if busy_note:
             prov["note"] = busy_note
         try:
-            ref = stats.propose_reference(entry["samples_by_run"], entry["unit"],
-                                          entry["better"], family=family)
+            logs = stats.night_logs(entry["samples_by_run"], entry["unit"])
         except stats.NoReference as err:
             proposals[key] = {"no_reference": str(err), "provenance": prov}
             continue
         except ValueError as err:
             proposals[key] = {"error": str(err)}
             continue
-        if ref.too_noisy:
-            proposals[key] = {"no_reference": f"{ref.note.split(';')[0]}; more runs do not "
-                                              "narrow it (it is the runs' own spread): more "
-                                              "samples per run (rounds) or a quieter "
-                                              "partition would",
+        if logs.size < MIN_RUNS:
+            proposals[key] = {"no_reference": f"{logs.size} run(s): a spread from fewer than "
+                                              f"{MIN_RUNS} runs promises nothing (one degree of "
+                                              f"freedom at most); capture from {MIN_RUNS} or "
+                                              "more (five are asked)",
                               "provenance": prov}
             continue
-        enforced = ref.upper if entry["better"] == stats.LOWER else -(ref.lower or 0.0)
-        if enforced is not None and enforced >= MAX_ENFORCED[entry["better"]]:
-            need = stats.runs_for_mdc(ref, entry["better"], max_mdc, family)
-            more = (f"{need - (ref.runs or 0)} more baseline runs ({need} in all) would bring "
-                    f"it to {max_mdc:.0%}" if need else "more runs alone would not")
-            proposals[key] = {"no_reference": f"cannot gate: from {ref.runs} run(s) of "
-                                              f"{prov['samples']} sample(s) the test flags "
-                                              f"only a change of {enforced:.0%} or more; {more}",
-                              "provenance": prov}
+        allx = [x for r in entry["samples_by_run"] for x in r]
+        nights[key] = gating.Baseline(list(entry["runs"]), logs, entry["better"],
+                                      entry["unit"], stats.quantisation_step(allx)
+                                      / math.exp(float(np.mean(logs))))
+        provs[key] = prov
+    families: dict[Any, dict[Any, gating.Baseline]] = OrderedDict()
+    for key, base in nights.items():
+        families.setdefault(gating.family_of(key[0], key[2][0]), OrderedDict())[key] = base
+    noise = {}
+    for members in families.values():
+        noise.update(gating.capture_family(members))
+    # The gated checks share the budget: a family whose every figure is left
+    # out takes no share, which changes the others' (once is enough: fewer
+    # checks only lower the MDCs).
+    checks = len(families)
+    for _ in range(2):
+        made = _judged(nights, noise, provs, checks, budget, max_mdc)
+        gated = {gating.family_of(k[0], k[2][0]) for k, p in made.items() if "leaf" in p}
+        if len(gated) in (checks, 0):
+            break
+        checks = len(gated)
+    for key in found:
+        proposals.setdefault(key, made.get(key))
+    used = sorted(set(rounds))
+    stacks = sorted(set(h for h in stack_hashes if h))
+    for prop in proposals.values():
+        if "leaf" not in prop:
             continue
-        for name in ("spread", "between_run_spread", "between_run_spread_better",
-                     "within_run_spread", "episode_floor", "mdc"):
-            value = getattr(ref, name)
-            if value is not None:
-                prov[name] = _round(value)
-        prov["estimator"] = ref.estimator
-        if ref.mdc is not None and ref.mdc > max_mdc:
-            prov["weak"] = weak_reason(ref, entry["better"], max_mdc, family)
-        used = sorted(set(rounds))
         if used and used != [1]:
-            prov["rounds"] = used[0] if len(used) == 1 else used
-        stacks = sorted(set(h for h in stack_hashes if h))
+            prop["provenance"]["rounds"] = used[0] if len(used) == 1 else used
         if stacks:
-            prov["stack"] = ",".join(stacks)
-        proposals[key] = {"leaf": [_round(ref.value, 6), _round(ref.lower), _round(ref.upper),
-                                   entry["unit"]], "provenance": prov,
-                          "constant": len({x for r in entry["samples_by_run"] for x in r}) == 1}
+            prop["provenance"]["stack"] = ",".join(stacks)
     return proposals
 
 
-#: The widest bound a captured reference may need (the change the test can
-#: flag at all): a tenfold change either way.  Past it a reference gates
-#: nothing (one run of one sample: +10^107 %); the figure is left out with
-#: the runs that would make it useful.
+def _judged(nights, noise, provs, checks, budget, max_mdc):
+    """Each figure's proposal once the site's gated checks are known."""
+    out = OrderedDict()
+    for key, base in nights.items():
+        direction = base.direction
+        prov = {**provs[key], **{k: v if isinstance(v, int) else _round(v)
+                                 for k, v in noise[key].items() if v is not None}}
+        fig = gating.noise_of(prov)
+        assert fig is not None
+        one, sustained = gating.detection(fig, checks, budget, direction)
+        spread = f"its {fig.runs} runs spread by {100 * base.spread:.1f} % (log SD)"
+        if sustained >= MAX_ENFORCED[direction]:
+            out[key] = {"no_reference": f"cannot gate: {spread}, so under the site's "
+                                        f"false_alarm_budget only a loss of "
+                                        f"{sustained:.0%} or more, sustained over "
+                                        f"{PERSIST_NIGHTS} nights, could be caught",
+                        "provenance": provs[key]}
+            continue
+        value = math.exp(float(np.mean(base.logs)))
+        b = gating.bound(fig, checks, budget, direction)
+        prov.update(estimator=stats.ESTIMATOR, mdc=_round(sustained),
+                    mdc_one_night=_round(one))
+        if sustained > max_mdc:
+            prov["weak"] = (f"catches a change {sustained:.0%} worse by its {PERSIST_NIGHTS}rd night "
+                            f"({one:.0%} on one night), above the site's reference_max_mdc "
+                            f"of {max_mdc:.0%}: {spread}; every healthy night adds to what "
+                            f"its spread rests on, so the MDC falls as nights pass")
+        out[key] = {"leaf": [_round(value, 6), _round(-min(b, _BETTER_MAX)), _round(b),
+                             base.unit],
+                    "provenance": prov, "constant": base.spread == 0}
+    return out
+
+
+#: The widest loss a captured reference may need to catch (a tenfold change
+#: either way).  Past it a reference gates nothing; the figure is left out
+#: with its spread.
 MAX_ENFORCED = {stats.LOWER: 9.0, stats.HIGHER: 0.9}
+#: A time cannot be more than 100 % better: past that, the better side of a
+#: wide bound says nothing (and would print a negative time).
+_BETTER_MAX = 0.99
 
 #: A baseline run during which other processes used this share of the node
 #: or more measured them, not the machine: left out of the capture.
@@ -158,18 +209,6 @@ def _without_busy_runs(entry: dict[str, Any]) -> tuple[dict[str, Any], str]:
             "samples_by_run": [entry["samples_by_run"][i] for i in keep]}
     return kept, (f"left out {len(left)} run(s) during which other processes used half the "
                   f"node or more: {', '.join(left)}")
-
-
-def weak_reason(ref: stats.Reference, direction: str, max_mdc: float, family: int) -> str:
-    """Why a reference is weak and what would make it strong enough."""
-    why = (f"catches only changes of {ref.mdc:.0%} or more, above the site's "
-           f"reference_max_mdc of {max_mdc:.0%}")
-    need = stats.runs_for_mdc(ref, direction, max_mdc, family)
-    if need is None:
-        return (f"{why}; more baseline runs alone would not bring it there (the episode "
-                f"floor or this figure's own noise): more samples per run (rounds) would")
-    return (f"{why}; {need - (ref.runs or 0)} more baseline runs ({need} in all) would bring "
-            "it there")
 
 
 def hardware_of(metas: Sequence[dict[str, Any]],

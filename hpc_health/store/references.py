@@ -50,7 +50,9 @@ _PROVENANCE_FIELDS = {"captured": str, "runs": list, "samples": int, "spread": _
                       "within_run_spread": _NUM, "episode_floor": _NUM, "too_noisy": bool,
                       "stack": str, "note": str, "floor": _NUM, "cap": _NUM,
                       "estimator": str, "rounds": (int, list), "mdc": _NUM, "weak": str,
-                      "no_reference": str}
+                      "no_reference": str, "night_spread": _NUM, "night_df": int,
+                      "prior_spread": _NUM, "prior_df": _NUM, "effective": _NUM,
+                      "mdc_one_night": _NUM}
 
 
 @dataclass

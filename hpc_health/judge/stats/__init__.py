@@ -97,6 +97,7 @@ from hpc_health.judge.stats.noise import (
 from hpc_health.judge.stats.reference import (
     NoReference,
     Reference,
+    night_logs,
     propose_reference,
     runs_for_mdc,
 )
@@ -161,6 +162,7 @@ __all__ = [
     "minimum_detectable_change",
     "NO_REFERENCE",
     "NoReference",
+    "night_logs",
     "noise_components",
     "PAIR_TO_SIGMA",
     "PASS",

@@ -188,6 +188,28 @@ def propose_reference(samples_by_run: Sequence[Sequence[float]], unit: str,
     return ref
 
 
+def night_logs(samples_by_run: Sequence[Sequence[float]], unit: str) -> np.ndarray:
+    """Each baseline run's figure (:func:`location` of its samples), as a log:
+    the nights the gate's spread and level come from.  Raises
+    :class:`NoReference` for samples that measure nothing (all 0, or one
+    printed step more than :data:`BOUND_CAP` of the value)."""
+    runs = [c for c in (clean(r)[0] for r in samples_by_run) if c.size]
+    if not runs:
+        raise ValueError("no finite baseline samples")
+    allx = np.concatenate(runs)
+    if not np.any(allx != 0):
+        raise NoReference(f"below the timer's resolution: all {allx.size} samples are 0 {unit}")
+    value = location(allx)
+    if not value > 0:
+        raise NoReference(f"below the timer's resolution: its samples are 0 {unit} or less "
+                          f"(location {value:.3g} {unit})")
+    step = quantisation_step(allx)
+    if step / value > BOUND_CAP:
+        raise NoReference(f"below the timer's resolution: one printed step ({step:.3g} {unit}) "
+                          f"is {step / value:.0%} of the value {value:.3g} {unit}")
+    return _run_location_logs(runs)
+
+
 def runs_for_mdc(ref: Reference, direction: str, target: float, family: int = 1,
                  most: int = 200) -> int | None:
     """Baseline runs that would bring ``ref``'s MDC down to ``target`` if

@@ -1,0 +1,249 @@
+"""The gate applied to a site's figures: what each figure's spread rests on,
+its share of the site's false-alarm budget, and the verdict of a night.
+
+The statistics are :mod:`hpc_health.judge.stats.gate` (the two rules and
+their thresholds) and :mod:`hpc_health.judge.stats.prior` (strength
+borrowed across a benchmark's figures); this module ties them to the
+reference file's provenance, written by ``reference capture``
+(:func:`capture_family`) and read by every run (:func:`noise_of`), so that
+capture and run print the same MDC for a figure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from hpc_health.judge.stats import gate, prior
+from hpc_health.judge.stats.constants import HIGHER, LOWER, MIN_SPREAD, _from_log
+
+if TYPE_CHECKING:
+    from hpc_health.store.references import ReferenceSet
+
+#: Provenance keys the gate writes and reads.
+NOISE_KEYS = ("night_spread", "night_df", "prior_spread", "prior_df", "effective")
+
+
+@dataclass
+class Noise:
+    """What one figure's night-to-night spread rests on."""
+    spread: float           # log SD of one night's figure
+    df: float               # degrees of freedom, the prior's included
+    runs: int               # baseline runs behind the reference's level
+    nights: int = 0         # healthy nights since capture that fed the spread
+    prior_df: float = 0.0   # lent by the benchmark's other figures
+    effective: float = 1.0  # independent figures in the figure's family
+
+    def rests_on(self) -> str:
+        """``5+12 df 24``: baseline runs + healthy nights, degrees of freedom."""
+        lent = "" if not self.prior_df else (
+            "+inf" if math.isinf(self.prior_df) else f"+{self.prior_df:.0f}")
+        own = self.runs - 1 + self.nights
+        df = "inf" if math.isinf(self.df) else f"{own}{lent}"
+        return f"{self.runs}+{self.nights} df {df}"
+
+
+def family_of(test: str, partition: str) -> tuple[str, str]:
+    """The figures that share a prior and a share of the budget: one check
+    on one partition."""
+    return (test, partition)
+
+
+def site_checks(refs: ReferenceSet | None) -> int:
+    """Gated checks of a site (check × partition with a captured spread):
+    the number the night's budget is divided by."""
+    if refs is None:
+        return 1
+    found = set()
+    for test, paths in refs.provenance.items():
+        for path, prov in (paths or {}).items():
+            if isinstance(prov, dict) and "night_spread" in prov:
+                found.add(family_of(test, path.split("/")[0]))
+    return max(len(found), 1)
+
+
+def noise_of(prov: Mapping[str, Any], deviations: Sequence[float] = ()) -> Noise | None:
+    """A figure's noise from its reference's provenance, with the healthy
+    nights since capture (log deviations, worse side positive) learned in;
+    None for a reference without a captured spread."""
+    if "night_spread" not in prov:
+        return None
+    runs = prov.get("runs")
+    runs = len(runs) if isinstance(runs, list) else int(runs or 2)
+    spread, df, used = gate.learned_spread(float(prov["night_spread"]),
+                                           float(prov.get("night_df", runs - 1)), runs,
+                                           list(deviations))
+    p_df = _float(prov.get("prior_df"))
+    var, total = prior.moderate(spread ** 2, df, _float(prov.get("prior_spread")) ** 2, p_df)
+    return Noise(math.sqrt(var), total, runs, used, p_df, _float(prov.get("effective")) or 1.0)
+
+
+def _float(x: Any) -> float:
+    if x in (None, "inf", ".inf"):
+        return math.inf if x in ("inf", ".inf") else 0.0
+    return float(x)
+
+
+def levels_of(noise: Noise, checks: int, budget: float) -> gate.Levels:
+    return gate.levels(budget, checks, noise.effective)
+
+
+def detection(noise: Noise, checks: int, budget: float, direction: str) -> tuple[float, float]:
+    """(MDC on the first night, MDC by the last night of the persistence
+    window) as fractions worse, with :data:`gate.POWER`."""
+    det = gate.detectable(noise.spread, noise.df, noise.runs, levels_of(noise, checks, budget))
+    return _from_log(det.one_night, direction), _from_log(det.sustained, direction)
+
+
+def bound(noise: Noise, checks: int, budget: float, direction: str) -> float:
+    """The one-night critical change as a fraction worse: what ReFrame is
+    handed as the bound, and what tonight's gate enforces."""
+    lv = levels_of(noise, checks, budget)
+    c1 = gate.threshold(lv.one_night, noise.df, noise.runs)
+    return _from_log(c1 * noise.spread * math.sqrt(1 + 1 / noise.runs), direction)
+
+
+# --- capture ------------------------------------------------------------------
+
+@dataclass
+class Baseline:
+    """One figure's baseline nights: the run ids and each run's log figure;
+    ``resolution``: one printed step of its samples as a fraction of the value."""
+    run_ids: list
+    logs: np.ndarray
+    direction: str
+    unit: str = ""
+    resolution: float = 0.0
+
+    @property
+    def spread(self) -> float:
+        """The runs' log SD, never below what the benchmark's printed
+        resolution (a uniform rounding error of one step) or its timer
+        (:data:`MIN_SPREAD`) can tell: runs that print the same value
+        are not known to be quieter than that."""
+        floor = max(MIN_SPREAD, self.resolution / math.sqrt(12.0))
+        return max(float(np.std(self.logs, ddof=1)), floor)
+
+
+def capture_family(figures: Mapping[Any, Baseline]) -> dict[Any, dict[str, Any]]:
+    """The provenance the gate needs for each figure of one family: its
+    spread and degrees of freedom, the prior fitted to the family, and the
+    family's effective number of independent figures."""
+    keys = list(figures)
+    s2 = [figures[k].spread ** 2 for k in keys]
+    dfs = [len(figures[k].logs) - 1.0 for k in keys]
+    effective = prior.effective_count(_matrix(figures))
+    p_var, p_df = prior.fit_prior(s2, dfs)
+    p_df = min(p_df, prior.prior_df_cap(effective, float(np.mean(dfs)) if dfs else 0.0))
+    out = {}
+    for k, var, df in zip(keys, s2, dfs):
+        out[k] = {"night_spread": var ** 0.5, "night_df": int(df),
+                  "prior_spread": p_var ** 0.5 if p_df > 0 else None,
+                  "prior_df": p_df if p_df > 0 else None, "effective": effective}
+    return out
+
+
+def _matrix(figures: Mapping[Any, Baseline]) -> np.ndarray:
+    """Runs × figures of log figures, NaN where a run lacks a figure."""
+    run_ids = sorted({r for b in figures.values() for r in b.run_ids})
+    col = {r: i for i, r in enumerate(run_ids)}
+    x = np.full((len(run_ids), len(figures)), np.nan)
+    for j, b in enumerate(figures.values()):
+        for r, v in zip(b.run_ids, b.logs):
+            x[col[r], j] = v
+    return x
+
+
+def worse_log(value: float, reference: float, direction: str) -> float:
+    """Log distance of *value* from *reference*, worse side positive."""
+    d = math.log(max(value, 1e-300)) - math.log(reference)
+    return d if direction == LOWER else -d
+
+
+
+
+# --- a night ------------------------------------------------------------------
+
+@dataclass
+class Night:
+    """A figure's night under the gate, as a verdict needs it."""
+    verdict: str
+    deviation: float        # (value - reference) / reference, signed
+    reason: str
+    mdc: float              # a change this much worse is caught by the window's last night
+    p_value: float
+    bound: float            # the one-night bound enforced tonight (fraction worse)
+    noise: Noise
+    tag: str = ""
+
+
+def tolerance_of(tolerances: Mapping[str, float] | None, test: str, variable: str) -> float | None:
+    """The site's declared tolerance of a figure (``Check/variable``, else
+    ``Check``) as a fraction worse, or None."""
+    if not tolerances:
+        return None
+    for key in (f"{test}/{variable}", test):
+        if key in tolerances:
+            return abs(float(tolerances[key]))
+    return None
+
+
+def judge_night(value: float, reference: float, direction: str, prov: Mapping[str, Any],
+                past: Sequence[Any], checks: int, budget: float,
+                tolerance: float | None = None) -> Night | None:
+    """Tonight's figure against its reference under the gate, with the
+    figure's past nights (:class:`hpc_health.judge.nights.Night`, oldest
+    first); None for a reference without a captured spread."""
+    healthy = [worse_log(n.value, reference, direction) for n in past if n.healthy]
+    noise = noise_of(prov, healthy)
+    if noise is None:
+        return None
+    recent: list[float] = []
+    for n in list(past)[::-1][:gate.PERSIST_NIGHTS - 1]:
+        if not n.counts:
+            break
+        recent.insert(0, worse_log(n.value, reference, direction))
+    lv = levels_of(noise, checks, budget)
+    dev = worse_log(value, reference, direction)
+    res = gate.judge(dev, recent, noise.spread, noise.df, noise.runs, lv)
+    scale = noise.spread * math.sqrt(1 + 1 / noise.runs)
+    one = _from_log(res.one_night * scale, direction)
+    low = _from_log(res.persist * scale, direction)
+    enforced = max(one, tolerance or 0.0)
+    worse = _from_log(dev, direction) if dev >= 0 else -_from_log(-dev, direction)
+    signed = (value - reference) / reference
+    _, sustained = detection(noise, checks, budget, direction)
+    said = _pct(signed)
+
+    def as_read(frac: float) -> str:     # a fraction worse, signed as the figure moves
+        return _pct(-frac if direction == HIGHER else frac)
+
+    tight = ""
+    if tolerance is not None and tolerance < one:
+        tight = (f"; the site's tolerance {as_read(tolerance)} is tighter than its noise "
+                 f"allows on one night ({as_read(one)})")
+    if res.failed and (tolerance is None or worse > tolerance):
+        if res.failed == "one night":
+            why = (f"{said} on one night, beyond the {as_read(enforced)} its noise allows "
+                   f"(t {res.statistic:.1f} > {res.one_night:.1f}){tight}")
+            return Night("DEGRADED", signed, why, sustained, res.p_value, enforced, noise)
+        why = (f"{said}; {res.nights_beyond} nights in a row beyond {as_read(low)}, a "
+               f"loss that stays (t > {res.persist:.1f} each night){tight}")
+        return Night("DEGRADED", signed, why, sustained, res.p_value, enforced, noise,
+                     tag=f"{res.nights_beyond} nights, {said}")
+    if -dev / scale > res.one_night:
+        why = f"{said}, better than its noise explains on one night: re-baseline?"
+        return Night("IMPROVED", signed, why, sustained, res.p_value, enforced, noise)
+    streak = (f"; {res.nights_beyond} night(s) in a row beyond {as_read(low)}"
+              if res.nights_beyond else "")
+    why = f"{said}, within {as_read(enforced)}{streak}{tight}"
+    return Night("PASS", signed, why, sustained, res.p_value, enforced, noise)
+
+
+def _pct(frac: float) -> str:
+    """A signed change as a person reads it: a bandwidth 10 % lower is −10 %."""
+    return f"{100 * frac:+.1f} %" if abs(frac) < 1 else f"{100 * frac:+.0f} %"

@@ -1,0 +1,67 @@
+"""The nights before tonight, as the gate reads them: which fed each
+figure's spread (healthy), and which may count towards a loss that stays
+(the persistence rule).
+
+A night is a stored run of the site that was judged whole: not a per-node
+run (its figures are one node's), not stopped half-way, and not dated after
+tonight.  Of its figures, one whose verdict was PASS on a quiet node, and
+that the run did not name DRIFTING, is healthy; a busy night's figure
+counts for neither (the load it measured is not the machine's), and breaks
+a run of nights beyond the threshold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from hpc_health.judge.stats.gate import LEARN_WINDOW, PERSIST_NIGHTS
+
+if TYPE_CHECKING:
+    from hpc_health.judge.results import Measurement
+    from hpc_health.store.index import Index, Run
+
+#: Verdicts of a night whose figure was judged against the reference.
+_JUDGED = ("PASS", "DEGRADED", "IMPROVED", "XFAIL")
+_BUSY = "node busy"
+
+
+@dataclass
+class Night:
+    run_id: str
+    started: str
+    value: float
+    healthy: bool        # feeds the figure's spread
+    counts: bool         # may count towards the persistence rule
+
+
+def figure_key(m: Measurement) -> tuple[Any, ...]:
+    """A figure across runs: check, partition, environ, parameters, variable."""
+    return (m.test, m.partition_fullname, m.environ,
+            tuple(sorted((str(k), str(v)) for k, v in m.params.items())), m.variable)
+
+
+def past(idx: Index, runs: Sequence[Run], tonight: str,
+         started: str | None = None) -> dict[tuple[Any, ...], list[Night]]:
+    """Each figure's nights before run *tonight* (oldest first) among the
+    site's stored *runs*: the last :data:`LEARN_WINDOW` + persistence nights."""
+    chosen = [r for r in runs if r.run_id != tonight and not r.meta.get("per_node")
+              and not r.meta.get("stopped_by") and r.meta.get("exit_code") in (0, 1, 3)
+              and (started is None or (r.started or "") < started)]
+    chosen = chosen[-(LEARN_WINDOW + PERSIST_NIGHTS):]
+    drifting = {r.run_id: {(d.get("check"), d.get("partition"), d.get("variable"))
+                           for d in r.meta.get("drifting") or []} for r in chosen}
+    out: dict[tuple[Any, ...], list[Night]] = {}
+    for m in idx.figures(chosen, samples=False):
+        verdict = getattr(m, "verdict", None)
+        if m.value is None or verdict not in _JUDGED:
+            continue
+        run = m.run
+        busy = _BUSY in (getattr(m, "verdict_reason", "") or "")
+        drift = (m.check, m.partition_fullname, m.variable) in drifting.get(run.run_id, ())
+        out.setdefault(figure_key(m), []).append(
+            Night(run.run_id, run.started or "", float(m.value),
+                  healthy=verdict == "PASS" and not busy and not drift,
+                  counts=not busy))
+    return out

@@ -1,0 +1,246 @@
+"""The nightly gate: one night against the reference, and a loss sustained
+over the last nights, within one false-alarm budget per site.
+
+A figure's night is its location (of the night's samples) on the log scale.
+Against a reference level fixed at capture (the mean of R baseline runs),
+a healthy night deviates by N(0, σ²(1 + 1/R)): the night's own noise and
+the reference's.  σ is estimated from the baseline runs and, as healthy
+nights come in, from them too (:func:`learned_spread`); early on it is
+shrunk towards its benchmark's other figures (:mod:`.prior`).  The test
+statistic of a night is ``T = deviation / (σ̂ √(1 + 1/R))``, a Student t
+with the spread's degrees of freedom.
+
+Two rules fail a figure, each with its share of the budget:
+
+* one night: ``T > c₁`` — a loss far beyond the noise fails at once;
+* persistence: the last :data:`PERSIST_NIGHTS` nights all ``T > c_k`` with
+  ``c_k < c₁`` — a loss too small for one night to prove fails when it stays.
+
+The thresholds are exact for the model: ``P(all k nights beyond c)`` is
+integrated over the reference's error (shared by every night, so the nights
+are not independent) and over the spread estimate's error (the t), by
+:func:`tail_probability`.  The budget (:func:`levels`) is one failing night
+per site-month by default, split between the two rules and the
+``BROADLY WORSE`` test, then equally between the gated checks of the site,
+then between the *effective* number of independent figures of each check.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from hpc_health.judge.stats.robust import _sp
+
+#: Nights in the month a budget is counted over.
+NIGHTS_PER_MONTH = 30.0
+#: Default ``false_alarm_budget``: failing nights per site-month on a
+#: healthy machine.  One a month is a number an on-call engineer still reads
+#: (DESIGN.md: promises per site-month).
+FALSE_ALARM_BUDGET = 1.0
+#: Shares of a night's budget: the one-night rule, the persistence rule,
+#: and the night-as-a-whole test (BROADLY WORSE, :mod:`hpc_health.judge.broad`).
+SHARE_ONE_NIGHT, SHARE_PERSIST, SHARE_BROAD = 0.45, 0.45, 0.10
+#: Nights a loss must stay beyond the lower threshold: the third night is
+#: the latest a sustained loss the noise hides on any single night fails.
+PERSIST_NIGHTS = 3
+#: Healthy nights since capture whose deviations feed a figure's spread: two
+#: months of nights, so an old quiet (or noisy) season does not decide today's.
+LEARN_WINDOW = 60
+#: Power the minimum detectable change (MDC) promises.
+POWER = 0.95
+#: A healthy night's deviation counts in the learned spread up to this many
+#: baseline spreads: a night the gate passed can still carry an episode, and
+#: one such night must not double the spread of a quiet figure.
+LEARN_CLIP = 4.0
+
+# The quadrature of tail_probability: Gauss-Hermite nodes for the shared
+# reference error, and a log-spaced grid for the spread estimate's error
+# (its far tail -- a spread estimated far too small -- is what makes
+# a t's tail heavy, so the grid reaches w = 1e-4).
+_HERMITE = np.polynomial.hermite_e.hermegauss(48)
+_W = np.geomspace(1e-4, 12.0, 900)
+_LOGW = np.log(_W)
+
+
+@dataclass(frozen=True)
+class Levels:
+    """False-alarm levels of one figure's two rules, per night."""
+    one_night: float
+    persist: float
+
+
+def night_budget(budget: float = FALSE_ALARM_BUDGET) -> float:
+    """The chance of a false failing night the budget allows."""
+    return min(max(budget, 0.0) / NIGHTS_PER_MONTH, 0.5)
+
+
+def levels(budget: float, checks: float, effective: float) -> Levels:
+    """The levels of a figure of a check, when ``checks`` checks (weights
+    summed) share the site's night and this check counts ``effective``
+    independent figures (Bonferroni within and between: valid however
+    the figures depend on each other)."""
+    per_check = night_budget(budget) / max(checks, 1.0)
+    per_figure = per_check / max(effective, 1.0)
+    return Levels(SHARE_ONE_NIGHT * per_figure, SHARE_PERSIST * per_figure)
+
+
+def _w_weights(df: float) -> np.ndarray:
+    """Quadrature weights on _W for w = σ̂/σ with σ̂² ~ σ² χ²_df / df."""
+    if math.isinf(df) or df > 1e4:
+        return np.array([])
+    # log density of w: from V = df w² ~ chi2(df), times dw = w dlogw.
+    v = df * _W ** 2
+    logpdf = ((df / 2 - 1) * np.log(v) - v / 2 - (df / 2) * math.log(2.0)
+              - float(_sp.gammaln(df / 2)) + math.log(2.0 * df) + 2 * _LOGW)
+    wt = np.exp(logpdf)
+    wt *= np.gradient(_LOGW)
+    return wt / wt.sum()
+
+
+def _prob(c: float, df: float, runs: int, k: int, shift: float = 0.0,
+          c_low: float | None = None) -> float:
+    """P over (reference error u, spread error w) of the nights' statistics:
+    without ``c_low``, P(all k beyond c); with it, P(caught within k nights)
+    = 1 − P(none beyond c and not all beyond c_low).  ``shift``: the true
+    loss in σ."""
+    q = math.sqrt(1.0 + 1.0 / max(runs, 1))
+    nodes, hw = _HERMITE
+    u = nodes / math.sqrt(max(runs, 1))
+    hw = hw / hw.sum()
+    ww = _w_weights(df)
+    w = _W if ww.size else np.array([1.0])
+    ww = ww if ww.size else np.array([1.0])
+    base = (w[:, None] * q)
+
+    def beyond(cut):
+        return _sp.ndtr(-(cut * base + u[None, :] - shift))
+
+    if c_low is None:
+        inner = beyond(c) ** k
+    else:
+        p1, pl = beyond(c), beyond(c_low)
+        inner = 1.0 - ((1.0 - p1) ** k - np.clip(pl - p1, 0.0, 1.0) ** k)
+    return float(ww @ inner @ hw)
+
+
+def tail_probability(c: float, df: float, runs: int, k: int = 1) -> float:
+    """P(k nights in a row all have T > c) on a healthy machine.  For k = 1
+    this is the Student t's tail (exactly: computed so)."""
+    if k == 1:
+        return float(_sp.stdtr(df, -c)) if not math.isinf(df) else float(_sp.ndtr(-c))
+    return _prob(c, df, runs, k)
+
+
+@lru_cache(maxsize=4096)
+def _threshold(alpha: float, df: float, runs: int, k: int) -> float:
+    if k == 1:
+        return float(_sp.stdtrit(df, 1.0 - alpha)) if not math.isinf(df) \
+            else float(_sp.ndtri(1.0 - alpha))
+    lo, hi = -5.0, float(_sp.stdtrit(min(df, 1e6), 1.0 - alpha)) + 1.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if tail_probability(mid, df, runs, k) > alpha:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def threshold(alpha: float, df: float, runs: int, k: int = 1) -> float:
+    """The T that k healthy nights in a row all exceed with probability alpha."""
+    df = _round_df(df)
+    return _threshold(float(f"{alpha:.4g}"), df, int(runs), int(k))
+
+
+def _round_df(df: float) -> float:
+    # Thresholds are cached on df: a quarter degree of freedom changes them
+    # by far less than the noise in the spread they multiply.
+    return math.inf if math.isinf(df) or df > 1e4 else max(round(df * 4) / 4, 0.25)
+
+
+@dataclass(frozen=True)
+class Detection:
+    """What a figure's gate catches: the losses (log distance, worse side)
+    caught with :data:`POWER` on the first night and within the
+    persistence window."""
+    one_night: float
+    sustained: float
+
+
+def detectable(spread: float, df: float, runs: int, lv: Levels,
+               k: int = PERSIST_NIGHTS, power: float = POWER) -> Detection:
+    """The minimum detectable changes of a figure of night spread ``spread``
+    (log SD) under its levels: the smallest sustained loss caught on the
+    first night, and by night ``k``, on ``power`` of occasions."""
+    df = _round_df(df)
+    c1 = threshold(lv.one_night, df, runs, 1)
+    ck = threshold(lv.persist, df, runs, k)
+    one = _solve_shift(lambda d: _prob(c1, df, runs, 1, shift=d), power)
+    both = _solve_shift(lambda d: _prob(c1, df, runs, k, shift=d, c_low=min(ck, c1)), power)
+    return Detection(one * spread, both * spread)
+
+
+def _solve_shift(prob: Callable[[float], float], power: float) -> float:
+    lo, hi = 0.0, 1.0
+    while prob(hi) < power and hi < 1e4:
+        lo, hi = hi, hi * 2
+    for _ in range(50):
+        mid = 0.5 * (lo + hi)
+        if prob(mid) < power:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def learned_spread(baseline_spread: float, baseline_df: float, runs: int,
+                   deviations: list[float]) -> tuple[float, float, int]:
+    """(spread, degrees of freedom, healthy nights used): the baseline's
+    spread pooled with the last :data:`LEARN_WINDOW` healthy nights'
+    deviations from the reference (log), each clipped at
+    :data:`LEARN_CLIP` baseline spreads.  A healthy night's deviation from
+    a reference of R runs has variance σ²(1 + 1/R): divided out."""
+    used = [float(d) for d in deviations if math.isfinite(d)][-LEARN_WINDOW:]
+    if not used:
+        return baseline_spread, baseline_df, 0
+    q2 = 1.0 + 1.0 / max(runs, 1)
+    cap = LEARN_CLIP * baseline_spread * math.sqrt(q2) if baseline_spread > 0 else math.inf
+    ss = sum(min(abs(d), cap) ** 2 for d in used) / q2
+    df = baseline_df + len(used)
+    return math.sqrt((baseline_df * baseline_spread ** 2 + ss) / df), df, len(used)
+
+
+@dataclass
+class GateResult:
+    """One figure's night under the gate."""
+    statistic: float            # T of tonight
+    one_night: float            # c1
+    persist: float              # c_k
+    failed: str                 # "" | "one night" | "k nights"
+    nights_beyond: int          # tonight and the nights before it beyond c_k, in a row
+    p_value: float              # one-night tail probability of tonight's T
+
+
+def judge(deviation: float, previous: list[float], spread: float, df: float, runs: int,
+          lv: Levels, k: int = PERSIST_NIGHTS) -> GateResult:
+    """Tonight's deviation (log, worse side positive) and the previous
+    nights' (oldest first) under the gate of a figure of night spread
+    ``spread`` with ``df`` degrees of freedom and a reference of ``runs``."""
+    q = math.sqrt(1.0 + 1.0 / max(runs, 1))
+    scale = max(spread, 1e-9) * q
+    t = deviation / scale
+    c1 = threshold(lv.one_night, df, runs, 1)
+    ck = min(threshold(lv.persist, df, runs, k), c1)
+    beyond = 0
+    for d in [*previous, deviation][::-1]:
+        if d / scale > ck:
+            beyond += 1
+        else:
+            break
+    failed = "one night" if t > c1 else (f"{k} nights" if beyond >= k else "")
+    return GateResult(t, c1, ck, failed, beyond, tail_probability(t, _round_df(df), runs))

@@ -1,0 +1,114 @@
+"""Borrowing strength across the figures of one benchmark on one hardware.
+
+Five baseline runs give each figure's night-to-night spread 4 degrees of
+freedom: a t-test then needs a change of ten spreads to be sure at the
+levels a month-long false-alarm budget asks for.  The figures of one
+benchmark on one partition (STREAM's Copy, Scale, Add and Triad; OSU's
+sizes) tend to be about as noisy as each other, so each figure's spread is
+shrunk towards a prior fitted to all of them, with the prior's strength
+estimated from how much their spreads differ (Smyth 2004, the moderated t
+of limma): alike spreads give a strong prior, unlike ones a weak one.
+
+The figures of one run are not independent draws, though: STREAM's four
+kernels rise and fall together from run to run, and four spreads taken from
+the same five runs are one spread seen four times.  The prior's strength is
+therefore held to what the family's *effective* number of independent
+figures can carry (:func:`effective_count`), estimated from the baseline's
+correlations; the same number is the family's size for the multiplicity
+correction, so a family of figures that move together is neither counted
+as many tests nor trusted as many measurements.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from hpc_health.judge.stats.robust import _sp
+
+#: Fewest figures a prior is fitted to: with two, the spread of their
+#: spreads says nothing about the distribution.
+MIN_FIGURES = 3
+
+
+def _trigamma_inverse(x: float) -> float:
+    """y with trigamma(y) = x (Newton's method on 1/trigamma, as limma does)."""
+    if x > 1e7:
+        return 1.0 / math.sqrt(x)
+    if x < 1e-6:
+        return 1.0 / x
+    y = 0.5 + 1.0 / x
+    for _ in range(50):
+        tri = float(_sp.polygamma(1, y))
+        step = tri * (1.0 - tri / x) / float(_sp.polygamma(2, y))
+        y += step
+        if -step / y < 1e-8:
+            break
+    return y
+
+
+def fit_prior(variances: Sequence[float], dfs: Sequence[float]) -> tuple[float, float]:
+    """(prior variance s0², prior degrees of freedom d0) fitted to sample
+    variances with their degrees of freedom (the method of moments on log
+    variances of limma's ``fitFDist``).  d0 is ``inf`` when the variances
+    differ no more than sampling alone makes them, 0 when there are too few
+    figures or a variance is 0."""
+    s2 = np.asarray(variances, dtype=float)
+    d = np.asarray(dfs, dtype=float)
+    ok = (s2 > 0) & (d > 0) & np.isfinite(s2)
+    s2, d = s2[ok], d[ok]
+    if s2.size < MIN_FIGURES:
+        return (float(np.mean(s2)) if s2.size else 0.0), 0.0
+    e = np.log(s2) - _sp.digamma(d / 2) + np.log(d / 2)
+    emean = float(np.mean(e))
+    evar = float(np.var(e, ddof=1)) - float(np.mean(_sp.polygamma(1, d / 2)))
+    if evar <= 0:
+        return math.exp(emean), math.inf
+    d0 = 2.0 * _trigamma_inverse(evar)
+    return math.exp(emean + float(_sp.digamma(d0 / 2)) - math.log(d0 / 2)), d0
+
+
+def effective_count(run_logs: np.ndarray) -> float:
+    """Effective number of independent figures in a family, from a runs ×
+    figures matrix of log figures (NaN where a run lacks a figure).
+
+    m / (1 + (m − 1) ρ²), with ρ² the mean squared correlation between
+    figures less what R runs of independent figures show by chance
+    (1 / (R − 1)): 1 for figures that move as one, m for independent ones.
+    """
+    x = np.asarray(run_logs, dtype=float)
+    if x.ndim != 2 or x.shape[1] < 2:
+        return float(x.shape[1]) if x.ndim == 2 else 1.0
+    keep = np.all(np.isfinite(x), axis=0) & (np.nanstd(x, axis=0) > 0)
+    x = x[:, keep]
+    m, r = x.shape[1], x.shape[0]
+    dropped = int(np.sum(~keep))
+    if m < 2 or r < 3:
+        # Too little to see how they move: each counts, the safe side for
+        # multiplicity (the prior is then held by the runs instead).
+        return float(m + dropped)
+    c = np.corrcoef(x, rowvar=False)
+    off = c[~np.eye(m, dtype=bool)]
+    chance = 1.0 / (r - 1)
+    rho2 = min(max((float(np.mean(off ** 2)) - chance) / (1.0 - chance), 0.0), 1.0)
+    return m / (1.0 + (m - 1) * rho2) + dropped
+
+
+def prior_df_cap(effective: float, df: float) -> float:
+    """The most degrees of freedom the other figures of a family can lend
+    one figure: those of its ``effective − 1`` independent companions."""
+    return max(effective - 1.0, 0.0) * max(df, 0.0)
+
+
+def moderate(variance: float, df: float, prior_variance: float,
+             prior_df: float) -> tuple[float, float]:
+    """(moderated variance, its degrees of freedom): the figure's own
+    variance shrunk towards the prior, weighted by degrees of freedom."""
+    if not prior_df > 0 or not prior_variance > 0:
+        return variance, df
+    if math.isinf(prior_df):
+        return prior_variance, math.inf
+    total = df + prior_df
+    return (df * variance + prior_df * prior_variance) / total, total
