@@ -198,6 +198,10 @@ def judge_night(value: float, reference: float, direction: str, prov: Mapping[st
     """Tonight's figure against its reference under the gate, with the
     figure's past nights (:class:`hpc_health.judge.nights.Night`, oldest
     first); None for a reference without a captured spread."""
+    # The nights since the capture: its baseline runs are in the spread already.
+    runs = prov.get("runs")
+    captured, baseline = str(prov.get("captured") or ""), set(runs if isinstance(runs, list) else ())
+    past = [n for n in past if n.started > captured and n.run_id not in baseline]
     healthy = [worse_log(n.value, reference, direction) for n in past if n.healthy]
     noise = noise_of(prov, healthy)
     if noise is None:

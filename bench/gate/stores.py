@@ -1,0 +1,139 @@
+"""Detection and false alarms of the default path on nightly stores made
+from a real full-suite run.
+
+One real run directory of ``hpc-health run`` (its ReFrame report and the
+checks' samples: every figure of the suite, as this machine measured it) is
+the template.  Each synthetic night multiplies every figure and its samples
+by lognormal noise of a chosen night-to-night spread: half its variance
+shared by the figures of one check (STREAM's kernels rise and fall together),
+half the figure's own.  The first five nights are captured exactly as
+``reference capture`` does (:func:`hpc_health.store.capture.propose`, the
+file written and read back by :func:`hpc_health.store.references.load`);
+every later night is judged as ``hpc-health run`` judges it
+(:func:`hpc_health.judge.verdicts.judge_all` with the nights before it and
+the site's default settings).  What is left out: ReFrame, and the store's
+index (the nights are handed over as the index would hand them).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpc_health.judge import nights, results, verdicts
+from hpc_health.store import capture, references
+
+BASELINE = 5
+STREAM = ("StreamBandwidth", "StreamTriadScaling")
+
+
+def template(run_dir: Path) -> list[results.Measurement]:
+    """The figures of a real run, each with its samples."""
+    report = results.load_report(Path(run_dir) / "report.json")
+    out = [m for m in results.measurements(report)
+           if m.variable is not None and m.value and m.result not in ("skip", "abort", "fail")]
+    if not out:
+        raise SystemExit(f"{run_dir}: no figures in its report")
+    return out
+
+
+def is_stream_bandwidth(m: results.Measurement) -> bool:
+    return m.test in STREAM and m.better == "higher"
+
+
+@dataclass
+class Night:
+    measurements: list
+    run_id: str
+    started: str
+
+
+def night(tpl: list[results.Measurement], n: int, spread: float, rng: random.Random,
+          loss: float = 0.0, lossy=is_stream_bandwidth) -> Night:
+    """Night *n*: every figure moved by the noise; the *lossy* ones also
+    worse by *loss* (a bandwidth lower, a time longer)."""
+    common = {t: rng.gauss(0.0, spread / math.sqrt(2)) for t in {m.test for m in tpl}}
+    out = []
+    for m in tpl:
+        x = copy.copy(m)
+        worse = math.exp(common[m.test] + rng.gauss(0.0, spread / math.sqrt(2)))
+        if loss and lossy(m):
+            worse *= 1.0 / (1.0 - loss) if m.better == "higher" else 1.0 + loss
+        factor = 1.0 / worse if m.better == "higher" else worse
+        x.value = m.value * factor
+        x.samples = [s * factor for s in (m.samples or [m.value])]
+        x.ref = x.lower = x.upper = None
+        out.append(x)
+    day = 1 + n
+    return Night(out, f"202601{day:02d}T020000Z", f"2026-01-{day:02d}T02:00:00Z")
+
+
+def captured(baseline: list[Night], workdir: Path) -> references.ReferenceSet:
+    """The references ``reference capture --write`` makes of the nights."""
+    found: dict = {}
+    for nt in baseline:
+        for m in nt.measurements:
+            names = ("$partition", "$environ", *m.params)
+            values = (m.partition_fullname, m.environ, *m.params.values())
+            entry = found.setdefault((m.test, names, values, m.variable), {
+                "unit": m.unit, "better": m.better, "runs": [], "samples_by_run": [],
+                "busy_by_run": []})
+            entry["runs"].append(nt.run_id)
+            entry["samples_by_run"].append(list(m.samples))
+            entry["busy_by_run"].append(0.0)
+    proposals = capture.propose(found)
+    path = workdir / "local.yaml"
+    capture.write(path, capture.merge({}, proposals))
+    return references.load(path)
+
+
+def judged(nt: Night, refs: references.ReferenceSet, past: dict) -> list[verdicts.Verdict]:
+    """Night *nt* judged as a run judges it, then added to *past*."""
+    vs = verdicts.judge_all(nt.measurements, refs, past=past, settings={})
+    for v in vs:
+        m = v.measurement
+        if v.verdict in ("PASS", "DEGRADED", "IMPROVED"):
+            past.setdefault(nights.figure_key(m), []).append(
+                nights.Night(nt.run_id, nt.started, float(m.value), healthy=True, counts=True))
+    return vs
+
+
+@dataclass
+class Trial:
+    stream_caught_on: int | None      # faulty night (1-based) a STREAM figure failed on
+    triad_caught_on: int | None       # ... StreamBandwidth Triad itself
+    false_nights: int                 # clean nights after capture with a failing figure
+    clean_nights: int
+    references: int
+    weak: int
+
+
+def trial(tpl, seed: int, spread: float, loss: float, clean: int, faulty: int) -> Trial:
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        base = [night(tpl, n, spread, rng) for n in range(BASELINE)]
+        refs = captured(base, Path(tmp))
+    past: dict = {}
+    false = 0
+    n = BASELINE
+    for _ in range(clean):
+        vs = judged(night(tpl, n, spread, rng), refs, past)
+        false += any(v.verdict in verdicts.FAILING for v in vs)
+        n += 1
+    stream_on = triad_on = None
+    for k in range(1, faulty + 1):
+        vs = judged(night(tpl, n, spread, rng, loss), refs, past)
+        n += 1
+        bad = [v for v in vs if v.verdict == "DEGRADED" and is_stream_bandwidth(v.measurement)]
+        if bad and stream_on is None:
+            stream_on = k
+        if triad_on is None and any(v.measurement.test == "StreamBandwidth"
+                                    and v.measurement.variable == "Triad" for v in bad):
+            triad_on = k
+    gated = [p for t in refs.provenance.values() for p in t.values() if "night_spread" in p]
+    return Trial(stream_on, triad_on, false, clean, len(gated),
+                 sum("weak" in p for p in gated))
