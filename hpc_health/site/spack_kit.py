@@ -43,6 +43,7 @@ from pathlib import Path
 
 from hpc_health import paths
 from hpc_health.errors import ConfigError
+from hpc_health.jobside import spacklock
 
 RECORD = "bootstrap.json"
 #: Build tools registered as externals: the ones the local site's spec sets
@@ -168,12 +169,22 @@ def spack_env(rec):
     return env
 
 
-def _spack(rec, *args, say=print, check=True):
+#: Time limit of each Spack command of the set-up, in seconds (``spack
+#: mirror create`` downloads; the others take seconds).
+SETUP_LIMIT_S = 3600
+
+
+def _spack(rec, *args, say=print, check=True, limit=SETUP_LIMIT_S):
     cmd = [rec["spack"], *args]
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=spack_env(rec))
+    try:
+        rc, output = spacklock.run(cmd, float(os.environ.get("HPC_HEALTH_SPACK_LIMIT") or limit),
+                                   env=spack_env(rec))
+    except spacklock.TimedOut as err:
+        raise RuntimeError(str(err)) from None
+    proc = subprocess.CompletedProcess(cmd, rc, output, "")
     if check and proc.returncode:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-10:])
+        tail = "\n".join(proc.stdout.strip().splitlines()[-10:])
         raise RuntimeError(f"{' '.join(cmd[1:])} failed (exit {proc.returncode}):\n{tail}")
     named = args[2:] if args[:1] == ("-c",) else args    # the command, not its config
     shown = " ".join(a if len(a) < 60 else a[:30] + "..." for a in named[:3])
@@ -275,7 +286,7 @@ def setup(kit_path, cache=None, python=None, say=print):
     (site_scope / "repos.yaml").write_text(f"repos:\n  builtin: {builtin}\n")
     if mirror:
         (site_scope / "mirrors.yaml").write_text(f"mirrors:\n  hpc-health-kit: file://{mirror}\n")
-    version = _spack(rec, "--version", say=say).stdout.strip()
+    version = _spack(rec, "--version", say=say).stdout.strip().splitlines()[-1]
     # `spack python -c` compiles one statement.
     _spack(rec, "python", "-c", f"exec({_detect_externals(EXTERNALS, 'site')!r})", say=say)
     rec.update(version=version, bootstrapped=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
