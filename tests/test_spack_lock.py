@@ -4,6 +4,7 @@ pre-build's progress lines too), the command is ended, the spec set is
 busy (its checks SKIPPED) and the other spec sets go on; nothing is left
 running (docs/faults.md, 40e and 40f)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -11,6 +12,8 @@ import time
 from contextlib import contextmanager
 
 import pytest
+import yaml
+from sandbox import hpc_health, make_root
 
 from hpc_health import processes
 from hpc_health.jobside import spackenv, spacklock
@@ -161,3 +164,39 @@ def test_an_ensure_past_its_limit_fails_with_the_limit_named(tmp_path):
     assert res.returncode == 1, res.stdout + res.stderr
     assert "concretize -f did not finish within its time limit of 1 s: stopped" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_a_run_whose_spec_set_another_spack_holds_skips_its_checks_and_goes_on(tmp_path):
+    """The whole run, as issue 44 found it: STREAM's environment held by
+    another Spack while it needs concretizing.  The lock and its holder are
+    named, STREAM's checks are SKIPPED (Spack busy), the barrier's spec set
+    is built and its check runs; exit 0, nothing left running."""
+    root = make_root(tmp_path, references=False)
+    path = root / "site_configs" / "local" / "site.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["spack"].update(env_dir=str(tmp_path / "spack-envs"),
+                        install_tree=str(spack_kit.cache_root() / "test-install-tree"))
+    doc["partitions"]["default"].update(kernels={"samples": 2, "barrier_iters": 200},
+                                        stream={"samples": 2})
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    env_dir = tmp_path / "spack-envs" / "default-gnu-mpi" / "stream"
+    env_dir.mkdir(parents=True)
+    with spack_holding(env_dir) as pid:
+        res = hpc_health(root, "run", "--site", "local", "--", "-n", "StreamBandwidth",
+                         "-n", "BarrierLatency", env=dict(os.environ, HPC_HEALTH_SPACK_WAIT="3"),
+                         timeout=1800, spack=True)
+        left = _left(env_dir, pid)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    lock = env_dir / ".spack-env" / "transaction_lock"
+    assert f"stream (default-gnu-mpi): waiting up to 3 s for Spack's environment lock {lock}: " \
+           f"held by pid {pid} (spack python" in res.stdout, res.stdout
+    assert "Traceback" not in res.stdout + res.stderr
+    run_dir = sorted((root.parent / "store" / "runs" / "local").iterdir())[-1]
+    report = json.loads((run_dir / "report.json").read_text())
+    cases = {tc["display_name"].split(" ~")[0]: tc
+             for run in report["runs"] for tc in run["testcases"]}
+    assert cases["StreamBuild"]["result"] == "skip"
+    assert cases["StreamBandwidth"]["result"] == "skip"
+    assert f"Spack busy: Spack's environment lock {lock} was held by pid {pid}" in res.stdout
+    assert cases["BarrierLatency"]["result"] == "pass", cases["BarrierLatency"]
+    assert left == []

@@ -129,9 +129,12 @@ LIMIT_VAR = 'HPC_HEALTH_SPACK_LIMIT'
 
 def limit_of(args):
     """The time limit of the Spack command *args* (after ``-e ENV``)."""
-    given = os.environ.get(LIMIT_VAR)
-    if given:
-        return float(given)
+    try:
+        given = float(os.environ.get(LIMIT_VAR) or 0)
+    except ValueError:
+        given = 0       # not seconds: the defaults
+    if given > 0:
+        return given
     command = next((a for a in args if not a.startswith('-') and a in LIMITS_S), None)
     return LIMITS_S.get(command, 1800)
 
