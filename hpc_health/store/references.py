@@ -314,8 +314,8 @@ def _blind_bound(name, bound, figure):
                     "nothing (a capture gives none that flags only changes of 900 % or more); "
                     "capture it again or narrow it")
         side = (f"the better side of {figure[0]}, a higher-is-better figure (only IMPROVED "
-                "is judged against it)" if better == HIGHER else "wider")
-        return (f"{side}, wider than any reference may be (+{MAX_BOUND['upper']:.0%} at most); "
+                "is judged against it), " if better == HIGHER else "")
+        return (f"{side}wider than any reference may be (+{MAX_BOUND['upper']:.0%} at most); "
                 "capture it again or narrow it")
     return ""
 
