@@ -461,6 +461,53 @@ def test_a_reference_that_would_crash_or_blind_the_run_is_refused(root, entry, m
         assert "reference/local.yaml:" in err and message in err, err
 
 
+@pytest.mark.parametrize("entry,message", [
+    ([75000.0, -1.0, 0.1, "MB/s"], "lower bound -1.0 is -100% of the value: Triad is "
+                                   "higher-is-better, so this is its worse side, and a figure of "
+                                   "0 would still pass: this reference can never fail"),
+    ([75.0, -0.1, 0.1, "ms"], "unit 'ms' is not a unit of Triad's quantity (its check declares "
+                              "MB/s): write the reference in MB/s"),
+    ([75000.0, -0.1, 50.0, "MB/s"], "upper bound 50.0 is +5000% of the value: the better side "
+                                    "of Triad, a higher-is-better figure (only IMPROVED is "
+                                    "judged against it), wider than any reference may be"),
+    (["1e308", -0.1, 0.1, "MB/s"], "value 1e+308 is beyond any plausible figure"),
+    ([1.0e308, -0.1, 0.1, "MB/s"], "value 1e+308 is beyond any plausible figure"),
+])
+def test_a_reference_against_its_figures_declaration_is_refused(root, entry, message):
+    """Checked against what the check declares (STREAM's Triad: MB/s,
+    higher is better) by validate and by run: a unit of another quantity,
+    a worse side that lets a figure of 0 pass; a wide better side is not
+    called the worse one; 1e308 is no plausible figure, not 'not a number'."""
+    (root / "reference" / "local.yaml").write_text(yaml.safe_dump(
+        {"StreamBandwidth": {"local:default": {"Triad": entry}}}))
+    for command in ("validate", "run"):
+        err = _refused(root, command, "--site", "local")
+        assert "reference/local.yaml:3: StreamBandwidth.local:default.Triad: " in err, err
+        assert message in err and "not a number" not in err and "worse would" not in err, err
+
+
+def test_a_reference_in_another_unit_of_the_same_quantity_is_converted(root):
+    """GB/s against a figure in MB/s: accepted and compared in MB/s (it was
+    compared as the raw number: IMPROVED +48 965 %)."""
+    from hpc_health.judge import verdicts
+    from hpc_health.judge.results import Measurement
+    from hpc_health.store import references
+    path = root / "reference" / "local.yaml"
+    path.write_text(yaml.safe_dump({"StreamBandwidth": {"local:default": {
+        "Triad": [75.0, -0.1, 0.1, "GB/s"]}}}))
+    res = _cli(root, "validate", "--site", "local")
+    assert res.returncode == 0, res.stderr
+    refs = references.load(path)
+    assert refs.lookup("StreamBandwidth", "local:default", "gnu", {}, "Triad", "MB/s").value \
+        == 75000.0
+    m = Measurement(test="StreamBandwidth", check="StreamBandwidth", system="local",
+                    partition="default", environ="gnu", variable="Triad", value=75100.0,
+                    unit="MB/s", better="higher", samples=[75100.0, 74900.0, 75050.0],
+                    result="pass")
+    (v,) = verdicts.judge_all([m], refs)
+    assert v.verdict == "PASS" and abs(v.deviation) < 0.01, (v.verdict, v.deviation, v.reason)
+
+
 @pytest.mark.parametrize("args,message", [
     (("--tag", "before\n"), "'before\\n' is not a run tag"),
     (("--note", "x" * 2000), "a note is one line of up to 1000 characters (this one has 2000)"),

@@ -111,7 +111,7 @@ def test_a_kit_made_from_another_kit_holds_its_archives_and_a_spack_mirror(tmp_p
                        say=lambda line: None)
     kit = spack_kit.Kit(dest)
     kit.verify(say=lambda line: None)
-    for name, _ in spack_kit.PINNED:
+    for name in [p.name for p in SHARED_KIT.glob("*.tar.gz")]:
         assert spack_kit._sha256(dest / name) == spack_kit._sha256(SHARED_KIT / name)
     # The mirror was made by `spack mirror create`, in its own layout.
     assert list((dest / "mirror" / "darshan-util").glob("darshan-util-3.5.0.tar.gz"))

@@ -248,9 +248,11 @@ class HealthCheck(RecordedSkip, rfm.RunOnlyRegressionTest):
                                    f'this is {hardware.describe(here)}')
             return {}
         table = {}
+        units = {name: fig.unit for name, (fig, _) in self.figure_readers().items()}
         for name, better in self.figure_better.items():
+            # In the figure's unit: ReFrame compares the numbers as they are.
             ref = refs.lookup(type(self).__name__, part, self.current_environ.name,
-                              _Attrs(self), name)
+                              _Attrs(self), name, units.get(name))
             if ref is None:
                 continue
             lower, upper = (ref.lower, None) if better == HIGHER else (None, ref.upper)

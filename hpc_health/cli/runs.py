@@ -51,7 +51,7 @@ def run(ctx, site, partition, run_tags, note, tags, list_only, per_node, rounds,
 def validate(site):
     """Validate a site's configuration and reference file without running."""
     from hpc_health.run import preflight
-    s, refs = preflight.validate(site)
+    s, refs = preflight.validate(site, figures=True)
     click.echo(f"{s.settings_file}: ok ({len(s.partitions)} partition(s))")
     if refs is not None:
         click.echo(f"{refs.path}: ok ({len(refs.tests)} test(s) with references)")

@@ -17,10 +17,16 @@ def spack():
 @spack.command("setup")
 @click.option("--kit", type=click.Path(file_okay=False), metavar="DIR",
               help="The offline kit (default: $HPC_HEALTH_SPACK_KIT, else the site's spack.kit).")
+@click.option("--from", "base_url", metavar="URL",
+              help="Without a kit: fetch the archives from URL/<name> (a site's own server, "
+                   "another kit) instead of their official projects; said to be unofficial.")
 @site_option
-def spack_setup(kit, site):
+def spack_setup(kit, base_url, site):
     """Bootstrap Spack from a kit into ~/.cache/hpc-health ($HPC_HEALTH_CACHE)
-    unless a Spack is found; nothing to do when it is already there."""
+    unless a Spack is found; nothing to do when it is already there.
+    Without a kit, the archives are fetched from their official projects
+    (Spack and spack-packages from spack/, OSU's release tarball, STREAM
+    from the repository Spack's recipe names), each checked before use."""
     from hpc_health.site import sites, spack_kit
     s = sites.load(site)
     found, how, fix = spack_kit.status(s)
@@ -39,9 +45,10 @@ def spack_setup(kit, site):
     say = lambda line: click.echo(line, err=True)  # noqa: E731
     if source is None:
         # No kit: the pinned archives from the network, as a kit in the cache
-        # (Spack then fetches the benchmarks' sources itself).
+        # (Spack then fetches IOR's and Darshan's sources itself).
         try:
-            source = spack_kit.make_kit(spack_kit.cache_root() / "kit-downloaded", say=say).path
+            source = spack_kit.make_kit(spack_kit.cache_root() / "kit-downloaded", base_url,
+                                        say=say).path
         except OSError as err:
             raise ConfigError(s.settings_file, f"no Spack, no kit and no network ({err}): give "
                               "an offline kit with --kit DIR, $HPC_HEALTH_SPACK_KIT or "
@@ -56,16 +63,22 @@ def spack_setup(kit, site):
 @spack.command("kit")
 @click.argument("dest", type=click.Path(file_okay=False))
 @click.option("--from", "base_url", metavar="URL",
-              help="Fetch the archives from URL/<name> (another kit, a local web server) "
-                   "instead of their public sources.")
+              help="Fetch the archives from URL/<name> (another kit, a site's own web "
+                   "server) instead of their official projects; each is said to be official "
+                   "(its checksum is the official one) or not.")
 def spack_kit_cmd(dest, base_url):
     """Make an offline kit in DEST on a connected host: the pinned Spack,
-    spack-packages, STREAM and OSU archives, a source mirror for IOR and
-    Darshan (made with a Spack found or bootstrapped here), SHA256SUMS.
-    Carry DEST to the air-gapped machine and give it as HPC_HEALTH_SPACK_KIT."""
+    spack-packages, STREAM and OSU archives from their official projects,
+    each checked, a source mirror for IOR and Darshan (Spack's own recipes,
+    with a Spack found or bootstrapped here), SHA256SUMS.  Carry DEST to
+    the air-gapped machine and give it as HPC_HEALTH_SPACK_KIT."""
     from hpc_health.site import spack_kit
     say = lambda line: click.echo(line, err=True)  # noqa: E731
-    kit = spack_kit.make_kit(dest, base_url, say=say)
+    try:
+        kit = spack_kit.make_kit(dest, base_url, say=say)
+    except OSError as err:
+        raise ConfigError(dest, f"{err}: no network? (--from URL names another source)") \
+            from None
     rec = spack_kit.record() or spack_kit.setup(kit.path, say=say)
     spack_kit.make_kit(dest, base_url, spack=rec, say=say)
     click.echo(f"kit ready: {dest} (HPC_HEALTH_SPACK_KIT={dest} bash ci/health.sh)")

@@ -22,13 +22,12 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 
 import yaml
 
-from hpc_health.jobside import sources
+from hpc_health.jobside import sources, spacklock
 from hpc_health.site.spack_kit import broken_python, find_spack, record, spack_env  # noqa: F401 - re-exported
 
 STAMP = 'hpc-health-stamp.json'
@@ -121,7 +120,26 @@ _SPACK_LOCK_WORDS = ('LockTimeoutError', 'Timed out waiting for a')
 ENV_WAIT_S = float(os.environ.get('HPC_HEALTH_SPACK_WAIT') or 300)
 
 
-def _run_spack(spack, args, log):
+#: Each Spack command's time limit in seconds, by subcommand (a cold
+#: install here took 144 s, a concretization 30 s; a site building its MPI
+#: through Spack needs hours).  ``HPC_HEALTH_SPACK_LIMIT`` sets one for all.
+LIMITS_S = {'concretize': 1800, 'install': 4 * 3600, 'find': 300, 'python': 1800}
+LIMIT_VAR = 'HPC_HEALTH_SPACK_LIMIT'
+
+
+def limit_of(args):
+    """The time limit of the Spack command *args* (after ``-e ENV``)."""
+    try:
+        given = float(os.environ.get(LIMIT_VAR) or 0)
+    except ValueError:
+        given = 0       # not seconds: the defaults
+    if given > 0:
+        return given
+    command = next((a for a in args if not a.startswith('-') and a in LIMITS_S), None)
+    return LIMITS_S.get(command, 1800)
+
+
+def _run_spack(spack, args, log, wait=None):
     cmd = [spack] + args
     t0 = time.monotonic()
     log.write(f'$ {" ".join(cmd)}\n')
@@ -130,17 +148,27 @@ def _run_spack(spack, args, log):
     # that has clingo): a warm run that skips concretize hides a missing one.
     rec = record()
     env = spack_env(rec) if rec and rec["spack"] == spack else None
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, env=env)
-    log.write(proc.stdout)
-    log.write(f'# exit {proc.returncode} after {time.monotonic() - t0:.1f} s\n')
+    # Spack's environment lock has no timeout of its own: its holder is
+    # named while the command waits, and the command ended after the wait.
+    lock = os.path.join(args[1], spacklock.ENV_LOCK) if args[:1] == ['-e'] else None
+    said = lambda line: print(f'hpc-health: {line}', flush=True)  # noqa: E731
+    try:
+        rc, output = spacklock.run(cmd, limit_of(args), lock, ENV_WAIT_S if wait is None else wait,
+                                   env, said)
+    except (spacklock.Busy, spacklock.TimedOut) as err:
+        log.write(err.output)
+        log.write(f'# {err}\n')
+        log.flush()
+        raise (SpackBusy if isinstance(err, spacklock.Busy) else SpackError)(str(err)) from None
+    log.write(output)
+    log.write(f'# exit {rc} after {time.monotonic() - t0:.1f} s\n')
     log.flush()
-    if proc.returncode != 0:
-        excerpt = _excerpt(' '.join(args), proc.stdout, proc.returncode)
-        if any(word in proc.stdout for word in _SPACK_LOCK_WORDS):
+    if rc != 0:
+        excerpt = _excerpt(' '.join(args), output, rc)
+        if any(word in output for word in _SPACK_LOCK_WORDS):
             raise SpackBusy(excerpt)
         raise SpackError(excerpt)
-    return proc.stdout
+    return output
 
 
 def _excerpt(what, output, rc, keep=15):
@@ -255,11 +283,11 @@ def _ensure(args, t_start):
                 # Spack builds its index on one core (75 s here for the
                 # builtin repo); this script uses them all, and Spack reads
                 # what it wrote or builds it itself.
-                _run_spack(args.spack, ['-e', env_dir, 'python', INDEX_SCRIPT], log)
+                _run_spack(args.spack, ['-e', env_dir, 'python', INDEX_SCRIPT], log, args.wait)
                 print(f'hpc-health: Spack package index ready for {env_dir}, '
                       f'{time.monotonic() - t_start:.1f} s')
                 return report
-            _run_spack(args.spack, ['-e', env_dir, 'concretize', '-f'], log)
+            _run_spack(args.spack, ['-e', env_dir, 'concretize', '-f'], log, args.wait)
             report['concretized'] = True
             # Kept now: an install that is stopped or fails need not
             # concretize again.
@@ -273,7 +301,7 @@ def _ensure(args, t_start):
         up_to_date = (stamp.get('lock') == lock_hash and stamp.get('develop') == dev_fp
                       and prefixes and all(os.path.isdir(p) for p in prefixes.values()))
         if not up_to_date:
-            _run_spack(args.spack, ['-e', env_dir, 'install', '--fail-fast'], log)
+            _run_spack(args.spack, ['-e', env_dir, 'install', '--fail-fast'], log, args.wait)
             report['installed'] = True
             prefixes = _prefixes(args.spack, env_dir, [spec_name(s) for s in args.spec], log)
             # After the install: in-source builds (STREAM's Makefile, OSU's

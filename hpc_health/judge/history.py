@@ -54,7 +54,7 @@ def reference_for(refs: ReferenceSet | None, point: dict[str, Any]) -> stats.Ref
     measured_on = refs.hardware.get(m.partition_fullname)
     if measured_on and not hardware.same(measured_on, point.get("hardware")):
         return None
-    r = refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable)
+    r = refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable, m.unit)
     if r is None or r.xfail:
         return None
     # The noise fields travel in the provenance, as for the nightly verdict.
@@ -75,7 +75,7 @@ def reference_start(refs: ReferenceSet | None, points: Sequence[dict[str, Any]])
     measured_on = refs.hardware.get(m.partition_fullname)
     if measured_on and not hardware.same(measured_on, points[-1].get("hardware")):
         return 0
-    entry = refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable)
+    entry = refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable, m.unit)
     prov = entry.provenance if entry is not None else {}
     baseline = set(prov.get("runs") or ())
     for i, p in enumerate(points):

@@ -127,7 +127,7 @@ def _reference(t: Trend, refs: ReferenceSet | None, ref: stats.Reference | None,
     t.reference = ref.value
     t.lower = None if ref.lower is None else ref.value + abs(ref.value) * ref.lower
     t.upper = None if ref.upper is None else ref.value + abs(ref.value) * ref.upper
-    entry = refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable)
+    entry = refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable, m.unit)
     prov = entry.provenance if entry is not None else {}
     t.mdc = prov.get("mdc")
     t.weak = bool(prov.get("weak"))

@@ -105,7 +105,7 @@ def _reference(m, refs, run_hardware):
     if measured_on and here and not hardware.same(measured_on, here):
         return None, {}, (f"reference measured on {hardware.describe(measured_on)}, "
                           f"this is {hardware.describe(here)}")
-    r = refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable)
+    r = refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable, m.unit)
     if r is None:
         return None, {}, _NONE
     m.ref, m.lower, m.upper = r.value, r.lower, r.upper

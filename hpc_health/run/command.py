@@ -44,6 +44,34 @@ def check_classes():
     return found
 
 
+def declared_figures():
+    """{check class: [(figure name, unit, which way is better)]} as the
+    check files declare them: the files imported (ReFrame with them), no
+    check run.  A file that does not import is left out: ReFrame says why
+    when it loads it."""
+    import importlib.util
+    import inspect
+
+    from hpc_health.judge.figures import Figure
+    found = {}
+    for path in check_files():
+        name = f"hpc_health_declared_{Path(path).stem}"
+        try:
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module      # ReFrame looks its checks' files up there
+            spec.loader.exec_module(module)
+        except Exception:   # noqa: BLE001 - any error of a check file is ReFrame's to report
+            sys.modules.pop(name, None)
+            continue
+        for cls in vars(module).values():
+            figures = getattr(cls, "figures", None) if inspect.isclass(cls) else None
+            if isinstance(figures, (list, tuple)) and figures and \
+                    all(isinstance(f, Figure) for f in figures):
+                found[cls.__name__] = [(f.name, f.unit, f.better) for f in figures]
+    return found
+
+
 #: ReFrame tag of the tuning sweeps (docs/tuning.md): which setting is right
 #: on this machine is asked after an upgrade or weekly, not every night.
 TUNING_TAG = "tuning"

@@ -38,6 +38,9 @@ class Build:
     specs: int = 1
     ok: bool = True
     said: list = field(default_factory=list)
+    #: the lock it last said it waits for
+    waiting: str = ""
+    offset: int = 0
 
     @property
     def name(self):
@@ -73,6 +76,7 @@ def find_builds(stage):
 
 def _start(build, env, phase=None):
     out = open(build.script.parent / "rfm_build.out", "a")
+    build.offset = out.tell()       # what this step says starts here
     env = dict(env)
     if phase:
         env[spackenv.PHASE_VAR] = phase
@@ -177,15 +181,40 @@ HEARTBEAT_S = 60
 
 def _wait_any(running, say, poll=0.5, what=None):
     """The first of *running* to end; every minute a line naming the others
-    (or *what* they are doing)."""
+    (or *what* they are doing), with the lock each waits for, which is also
+    said as soon as a build says it waits."""
     last = time.monotonic()
     while True:
         for proc in running:
             if proc.poll() is not None:
                 return proc
+        for build, _ in running.values():
+            waiting = _waiting(build)
+            if waiting and waiting != build.waiting:
+                say(f"  {build.name}: {waiting}")
+            build.waiting = waiting
         now = time.monotonic()
         if now - last >= HEARTBEAT_S:
             last = now
             say("  still running: " + ", ".join(
-                f"{what or build.name} {now - started:.0f} s" for build, started in running.values()))
+                f"{what or build.name} {now - started:.0f} s" +
+                (f" ({build.waiting})" if build.waiting else "")
+                for build, started in running.values()))
         time.sleep(poll)
+
+
+def _waiting(build):
+    """The lock the build waits for when that is the last thing it said
+    in this step (spackenv's ``hpc-health: waiting up to N s for LOCK: held
+    by ...``), or ''."""
+    try:
+        with open(build.script.parent / "rfm_build.out", "rb") as fp:
+            fp.seek(build.offset)
+            text = fp.read().decode(errors="replace")
+    except OSError:
+        return ""
+    lines = [ln for ln in text.splitlines() if ln.startswith("hpc-health: ")]
+    return lines[-1][len("hpc-health: "):] if lines and lines[-1].startswith(_WAITING) else ""
+
+
+_WAITING = "hpc-health: waiting up to "

@@ -8,14 +8,16 @@ from pathlib import Path
 
 from hpc_health import paths
 from hpc_health.errors import ConfigError
-from hpc_health.run.command import check_classes
+from hpc_health.run.command import check_classes, declared_figures
 from hpc_health.site import sites
 from hpc_health.store import references
 
 
-def validate(site_name, partition=None):
+def validate(site_name, partition=None, figures=False):
     """Everything that can be checked before ReFrame starts; ConfigError
-    names file, key and line."""
+    names file, key and line.  With *figures* (``validate``, ``run``) the
+    references are checked against the figures the checks declare: their
+    units, and bounds that would let a figure pass whatever it measures."""
     site = sites.load(site_name)
     if partition and partition not in site.partitions:
         raise ConfigError(site.settings_file, f"no partition {partition!r} "
@@ -23,7 +25,7 @@ def validate(site_name, partition=None):
     check_site_paths(site)
     refs = None
     if site.reference_file.exists():
-        refs = references.load(site.reference_file)
+        refs = references.load(site.reference_file, declared_figures() if figures else None)
         unknown = sorted(set(refs.tests) - set(check_classes()))
         if unknown:
             raise ConfigError(refs.path, f"references for {', '.join(unknown)}, which no check "

@@ -64,7 +64,7 @@ def run(*args, **kwargs):
 def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, per_node=False,
          out=sys.stdout, rounds=None, adopt_baseline=False, chosen_because="--site",
          run_tags=(), note="", tuning=False):
-    site, refs = validate(site_name, partition)
+    site, refs = validate(site_name, partition, figures=True)
     left_out = left_out_tags(tags, extra, tuning)
     run_tags = check_run_tags(run_tags)
     note = check_note(note)

@@ -10,7 +10,7 @@ kit DIR`` makes one on a connected host):
 - ``mirror/``: a source mirror in the layout ``spack mirror create`` writes
   (``_source-cache/archive/<sha256[:2]>/<sha256>.tar.gz``);
 - ``STREAM-<version>-<commit>.tar.gz`` and
-  ``osu-micro-benchmarks-<version>-<commit>.tar.gz``: source trees of the
+  ``osu-micro-benchmarks-<version>[-<commit>].tar.gz``: source trees of the
   packages built from a local tree (Spack's ``stream`` has only a git URL);
 - ``SHA256SUMS``: the checksum of every file, verified before anything is
   unpacked.
@@ -43,6 +43,8 @@ from pathlib import Path
 
 from hpc_health import paths
 from hpc_health.errors import ConfigError
+from hpc_health.jobside import spacklock
+from hpc_health.site import spack_sources
 
 RECORD = "bootstrap.json"
 #: Build tools registered as externals: the ones the local site's spec sets
@@ -53,8 +55,10 @@ RECORD = "bootstrap.json"
 EXTERNALS = ("autoconf", "automake", "libtool", "m4", "gmake", "cmake", "zlib")
 #: Packages built from a kit's source trees: kit archive prefix -> Spack package.
 DEVELOP = {"STREAM": "stream", "osu-micro-benchmarks": "osu-micro-benchmarks"}
-_ARCHIVE = re.compile(r"^(?P<name>spack-packages|.+?)(-(?P<version>\d[\w.]*))?"
-                      r"-(?P<commit>[0-9a-f]{7,40})\.tar\.gz$")
+#: ``NAME[-VERSION][-COMMIT].tar.gz``: Spack's and its packages' name their
+#: commit; a release tarball (OSU's) has none.
+_ARCHIVE = re.compile(r"^(?P<name>spack-packages|.+?)(-(?P<version>\d[\w.]*?))??"
+                      r"(-(?P<commit>[0-9a-f]{7,40}))?\.tar\.gz$")
 CLINGO = "clingo>=5.6,<5.9"
 
 
@@ -84,9 +88,8 @@ class Kit:
             m = _ARCHIVE.match(f.name)
             if m:
                 archives.setdefault(m["name"], []).append((f, m["version"], m["commit"]))
-        spack = [a for a in archives.get("spack", [])]
-        packages = [a for name, found in archives.items() if name == "spack-packages"
-                    for a in found]
+        spack = [a for a in archives.get("spack", []) if a[2]]
+        packages = [a for a in archives.get("spack-packages", []) if a[2]]
         if not spack or not packages:
             raise ConfigError(self.path, "a kit holds spack-<version>-<commit>.tar.gz and "
                               "spack-packages-<commit>.tar.gz; found "
@@ -101,6 +104,13 @@ class Kit:
     def key(self):
         """The cache folder's name: which Spack and which packages."""
         return f"spack-{self.spack[1]}-{self.spack[2][:10]}+packages-{self.packages[2][:10]}"
+
+    def say_origins(self, say=print):
+        """Where each archive used came from, and whether it is an official
+        one: an unofficial one is used only because this kit holds it."""
+        fetched = spack_sources.recorded(self.path)
+        for archive, _, _ in [self.spack, self.packages, *self.sources.values()]:
+            say(f"spack setup: {spack_sources.origin(archive, fetched.get(archive.name))}")
 
     def verify(self, say=print):
         """Check every file SHA256SUMS lists; ConfigError naming the first
@@ -168,12 +178,22 @@ def spack_env(rec):
     return env
 
 
-def _spack(rec, *args, say=print, check=True):
+#: Time limit of each Spack command of the set-up, in seconds (``spack
+#: mirror create`` downloads; the others take seconds).
+SETUP_LIMIT_S = 3600
+
+
+def _spack(rec, *args, say=print, check=True, limit=SETUP_LIMIT_S):
     cmd = [rec["spack"], *args]
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=spack_env(rec))
+    try:
+        rc, output = spacklock.run(cmd, float(os.environ.get("HPC_HEALTH_SPACK_LIMIT") or limit),
+                                   env=spack_env(rec))
+    except spacklock.TimedOut as err:
+        raise RuntimeError(str(err)) from None
+    proc = subprocess.CompletedProcess(cmd, rc, output, "")
     if check and proc.returncode:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-10:])
+        tail = "\n".join(proc.stdout.strip().splitlines()[-10:])
         raise RuntimeError(f"{' '.join(cmd[1:])} failed (exit {proc.returncode}):\n{tail}")
     named = args[2:] if args[:1] == ("-c",) else args    # the command, not its config
     shown = " ".join(a if len(a) < 60 else a[:30] + "..." for a in named[:3])
@@ -241,6 +261,7 @@ def setup(kit_path, cache=None, python=None, say=print):
                 f"{rec['bootstrapped']}; nothing to do)")
             return rec
     kit.verify(say)
+    kit.say_origins(say)
     home.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     for name, (archive, _, _) in (("spack", kit.spack), ("spack-packages", kit.packages)):
@@ -275,7 +296,7 @@ def setup(kit_path, cache=None, python=None, say=print):
     (site_scope / "repos.yaml").write_text(f"repos:\n  builtin: {builtin}\n")
     if mirror:
         (site_scope / "mirrors.yaml").write_text(f"mirrors:\n  hpc-health-kit: file://{mirror}\n")
-    version = _spack(rec, "--version", say=say).stdout.strip()
+    version = _spack(rec, "--version", say=say).stdout.strip().splitlines()[-1]
     # `spack python -c` compiles one statement.
     _spack(rec, "python", "-c", f"exec({_detect_externals(EXTERNALS, 'site')!r})", say=say)
     rec.update(version=version, bootstrapped=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
@@ -346,20 +367,6 @@ def find_spack(spack_root=None):
     return None
 
 
-#: What `hpc-health spack kit` fetches, pinned: the Spack and spack-packages
-#: commits this suite is tested with, and the trees built from local sources.
-#: (file name in the kit, public archive of that commit)
-PINNED = (
-    ("spack-1.2.0.dev0-9cf66332df.tar.gz",
-     "https://github.com/vjranagit/spack/archive/9cf66332df3dd988248617fc93400045be59ebab.tar.gz"),
-    ("spack-packages-983d4a3b6c.tar.gz",
-     "https://github.com/spack/spack-packages/archive/"
-     "983d4a3b6c6ec5c62e38970fd916276658b9fca1.tar.gz"),
-    ("STREAM-5.10-6703f75.tar.gz",
-     "https://github.com/jeffhammond/STREAM/archive/6703f75.tar.gz"),
-    ("osu-micro-benchmarks-7.4-a6bb9d2.tar.gz",
-     "https://github.com/johnpzh/osu-micro-benchmarks-7.4-ext/archive/a6bb9d2.tar.gz"),
-)
 #: Sources the mirror holds: the tarball packages of the local site's spec
 #: sets (IOR with mdtest, Darshan), at the versions Spack picks and the one
 #: a site may pin.
@@ -367,23 +374,13 @@ MIRRORED = ("ior@3.3.0", "ior@4.0.0", "darshan-runtime@3.5.0", "darshan-util@3.5
 
 
 def make_kit(dest, base_url=None, spack=None, specs=MIRRORED, say=print):
-    """A kit in *dest* on a connected host: the pinned archives (from
-    *base_url*/<name> when given, e.g. another kit), a source mirror of
-    *specs* made by ``spack mirror create`` with *spack* (a record), and
-    SHA256SUMS over everything."""
-    import urllib.request
+    """A kit in *dest* on a connected host: the pinned archives from their
+    official projects, each checked (from *base_url*/<name> when a site
+    names another source, e.g. another kit: said to be unofficial), a
+    source mirror of *specs* made by ``spack mirror create`` with *spack*
+    (a record), and SHA256SUMS over everything."""
     dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
-    for name, url in PINNED:
-        target = dest / name
-        if target.exists():
-            continue
-        src = f"{base_url.rstrip('/')}/{name}" if base_url else url
-        say(f"spack kit: fetching {src}")
-        tmp = target.with_suffix(".partial")
-        with urllib.request.urlopen(src, timeout=600) as resp, open(tmp, "wb") as fp:
-            shutil.copyfileobj(resp, fp)
-        tmp.replace(target)
+    spack_sources.fetch_archives(dest, base_url, say)
     if spack is not None and specs:
         # Two versions of one package do not concretize together (unify:
         # true): each spec alone, in one call (Spack solves them side by side;

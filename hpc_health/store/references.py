@@ -36,11 +36,14 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpc_health.judge.figures import HIGHER, LOWER
 from hpc_health.site import hardware, yamlio
+from hpc_health.units import convert
 
 PROVENANCE_KEY = "$provenance"
 HARDWARE_KEY = "$hardware"
@@ -79,12 +82,19 @@ class ReferenceSet:
         return self._doc.line_of(list(keypath)) if self._doc else None
 
     def lookup(self, test: str, partition: str, environ: str, attrs: dict[str, Any],
-               var: str) -> Reference | None:
+               var: str, unit: str | None = None) -> Reference | None:
         """Reference of *var* for a test case, or None.
 
         *partition* is the full name ``system:partition``; *attrs* maps test
-        attribute names (parameters) to the case's values.
+        attribute names (parameters) to the case's values.  With *unit* (the
+        figure's), the value is converted into it (GB/s into MB/s); a
+        reference in a unit of another quantity is none (``load`` with the
+        figures refuses such a file).
         """
+        ref = self._lookup(test, partition, environ, attrs, var)
+        return in_unit(ref, unit) if ref is not None and unit else ref
+
+    def _lookup(self, test, partition, environ, attrs, var):
         entry = self.tests.get(test)
         if entry is None:
             return None
@@ -117,6 +127,17 @@ class ReferenceSet:
                          provenance=prov)
 
 
+def in_unit(ref: Reference, unit: str) -> Reference | None:
+    """*ref* with its value in *unit* (its bounds are fractions: unchanged);
+    None when its unit is of another quantity.  No unit means the figure's."""
+    if not ref.unit or ref.unit == unit:
+        return ref
+    value = convert(ref.value, ref.unit, unit)
+    if value is None:
+        return None
+    return Reference(value, ref.lower, ref.upper, unit, ref.xfail, ref.provenance)
+
+
 def _match(level, key):
     """Exact key, else the keys as anchored regular expressions (ReFrame's
     rule), else None."""
@@ -138,9 +159,18 @@ def _match(level, key):
     return None
 
 
-def load(path: str | Path) -> ReferenceSet:
+#: A figure as its check declares it (:mod:`hpc_health.judge.figures`): its
+#: name (an axis value replaced by ``{}``), its unit, which way is better.
+Declared = tuple[str, str, str]
+
+
+def load(path: str | Path, figures: Mapping[str, Sequence[Declared]] | None = None
+         ) -> ReferenceSet:
     """Load and validate a reference file; ConfigError names file, key path
-    and line of the first problem."""
+    and line of the first problem.  With *figures* ({check: its declared
+    figures}), each reference's unit and bounds are also checked against
+    its figure's declaration: a unit of another quantity, or a bound on the
+    worse side that lets the figure pass whatever it measures, is refused."""
     doc = yamlio.load(path)
     data = doc.data if doc.data is not None else {}
     if not isinstance(data, dict):
@@ -158,7 +188,7 @@ def load(path: str | Path) -> ReferenceSet:
                                  or not all(isinstance(i, str) for i in index)):
             raise doc.error([test, "$index"], "must be a non-empty list of attribute names")
         nested = {k: v for k, v in body.items() if k != "$index"}
-        _check_level(doc, [test], nested, len(index))
+        _check_level(doc, [test], nested, len(index), (figures or {}).get(test))
         tests[test] = (tuple(index), nested)
     provenance = data.get(PROVENANCE_KEY) or {}
     _check_provenance(doc, provenance, tests)
@@ -182,35 +212,44 @@ def _check_hardware(doc, measured_on):
                             f"unknown hardware field (known: {', '.join(hardware.FIELDS)})")
 
 
-def _check_level(doc, keypath, node, depth):
+def _check_level(doc, keypath, node, depth, declared=None):
     if not isinstance(node, dict):
         raise doc.error(keypath, f"expected a mapping with {depth} more index level(s)")
     for key, val in node.items():
         if depth > 0:
-            _check_level(doc, keypath + [key], val, depth - 1)
+            _check_level(doc, keypath + [key], val, depth - 1, declared)
         else:
-            _check_leaf(doc, keypath + [key], val)
+            _check_leaf(doc, keypath + [key], val, _declaration(declared, str(key)))
 
 
-def _check_leaf(doc, keypath, val):
+def _declaration(declared: Sequence[Declared] | None, var: str) -> Declared | None:
+    """The declared figure *var* is an instance of: its own name, else the
+    name template (``latency_{}``) with the longest fixed part matching."""
+    found = None
+    for name, unit, better in declared or ():
+        if name == var:
+            return name, unit, better
+        head, _, tail = name.partition("{}")
+        if "{}" in name and var.startswith(head) and var.endswith(tail) and \
+                len(var) > len(head) + len(tail) and \
+                (found is None or len(head + tail) > len(found[0]) - 2):
+            found = (name, unit, better)
+    return found
+
+
+def _check_leaf(doc, keypath, val, figure=None):
     if isinstance(val, list) and val and val[0] == "$xfail":
         if len(val) != 3 or not isinstance(val[1], str):
             raise doc.error(keypath, "an expected failure is "
                             "['$xfail', 'reason', [value, lower, upper, unit]]")
-        _check_leaf(doc, keypath, val[2])
+        _check_leaf(doc, keypath, val[2], figure)
         return
     if not isinstance(val, list) or len(val) not in (3, 4):
         raise doc.error(keypath, f"a reference is [value, lower, upper, unit], got {val!r}")
     value, lower, upper = val[:3]
-    if not _is_number(value):
-        raise doc.error(keypath, f"value {value!r} is not a number")
-    if value == 0:
-        # A zero reference turns ReFrame's fractional bounds into absolute
-        # ones around 0: such a check can hardly ever fail.  Refuse it.
-        raise doc.error(keypath, "a reference value of 0 can never fail; capture a real value")
-    if value < 0:
-        raise doc.error(keypath, f"value {value} is negative: every figure here is a time, a "
-                        "rate, a size or a ratio; capture a real value")
+    _check_value(doc, keypath, value)
+    if len(val) == 4 and not isinstance(val[3], str):
+        raise doc.error(keypath, f"unit {val[3]!r} is not a string")
     for name, b, sign in (("lower", lower, -1), ("upper", upper, 1)):
         if b is None:
             continue
@@ -219,17 +258,77 @@ def _check_leaf(doc, keypath, val):
         if b * sign < 0:
             raise doc.error(keypath, f"{name} bound {b} must be {'<= 0' if sign < 0 else '>= 0'} "
                             "(bounds are fractions of the value)")
-        if abs(b) > MAX_BOUND[name]:
-            raise doc.error(keypath, f"{name} bound {b} is {b:+.0%} of the value: "
-                            + ("past -100 % the bound is a negative figure"
-                               if name == "lower" else
-                               f"a figure {b:.0%} worse would still pass: this reference "
-                               "gates nothing (a capture gives none that flags only changes "
-                               "of 900 % or more); capture it again or narrow it"))
+        why = _blind_bound(name, b, figure)
+        if why:
+            raise doc.error(keypath, f"{name} bound {b} is {b:+.0%} of the value: {why}")
     if lower is None and upper is None:
         raise doc.error(keypath, "both bounds are null: this reference could never fail")
-    if len(val) == 4 and not isinstance(val[3], str):
-        raise doc.error(keypath, f"unit {val[3]!r} is not a string")
+    if figure and len(val) == 4 and val[3]:
+        _check_unit(doc, keypath, value, val[3], figure)
+
+
+#: Largest reference value taken as a figure (in any unit here: 1e15 MB/s
+#: is a zettabyte a second, 1e15 us thirty years).
+MAX_VALUE = 1e15
+
+
+def _check_value(doc, keypath, value):
+    if isinstance(value, str):
+        try:
+            as_number = float(value)
+        except ValueError:
+            raise doc.error(keypath, f"value {value!r} is not a number") from None
+        if math.isfinite(as_number) and abs(as_number) <= MAX_VALUE:
+            # YAML 1.1 reads 1e3 as text: its exponent form needs a dot.
+            raise doc.error(keypath, f"value {value!r} is read as text, not a number: YAML "
+                            f"needs a dot in it ({as_number!r})")
+        value = as_number       # 1e308: said below to be no plausible figure
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise doc.error(keypath, f"value {value!r} is not a number")
+    if math.isnan(value):
+        raise doc.error(keypath, "value is NaN, not a number: capture a real value")
+    if not math.isfinite(value) or abs(value) > MAX_VALUE:
+        raise doc.error(keypath, f"value {value:g} is beyond any plausible figure (more than "
+                        f"{MAX_VALUE:g} in any unit): capture a real value")
+    if value == 0:
+        # A zero reference turns ReFrame's fractional bounds into absolute
+        # ones around 0: such a check can hardly ever fail.  Refuse it.
+        raise doc.error(keypath, "a reference value of 0 can never fail; capture a real value")
+    if value < 0:
+        raise doc.error(keypath, f"value {value} is negative: every figure here is a time, a "
+                        "rate, a size or a ratio; capture a real value")
+
+
+def _blind_bound(name, bound, figure):
+    """Why *bound* (the *name* bound, a fraction) lets the figure pass
+    whatever it measures, or is wider than any reference may be; ''."""
+    better = figure[2] if figure else None
+    worse_side = (name == "lower" and better == HIGHER) or (name == "upper" and better == LOWER)
+    if name == "lower" and bound < -MAX_BOUND["lower"]:
+        return "past -100 % the bound is a negative figure"
+    if name == "lower" and worse_side and bound <= -MAX_BOUND["lower"]:
+        return (f"{figure[0]} is higher-is-better, so this is its worse side, and a figure "
+                "of 0 would still pass: this reference can never fail; capture it again "
+                "or narrow it")
+    if name == "upper" and bound > MAX_BOUND["upper"]:
+        if worse_side:
+            return (f"a figure {bound:.0%} worse would still pass: this reference gates "
+                    "nothing (a capture gives none that flags only changes of 900 % or more); "
+                    "capture it again or narrow it")
+        side = (f"the better side of {figure[0]}, a higher-is-better figure (only IMPROVED "
+                "is judged against it), " if better == HIGHER else "")
+        return (f"{side}wider than any reference may be (+{MAX_BOUND['upper']:.0%} at most); "
+                "capture it again or narrow it")
+    return ""
+
+
+def _check_unit(doc, keypath, value, unit, figure):
+    name, declared, _ = figure
+    if convert(1.0, unit, declared) is None:
+        raise doc.error(keypath, f"unit {unit!r} is not a unit of {name}'s quantity (its "
+                        f"check declares {declared}): write the reference in {declared}")
+    if convert(float(value), unit, declared) > MAX_VALUE:
+        raise doc.error(keypath, f"value {value} {unit} is beyond any plausible figure")
 
 
 #: Widest bounds a reference may have: a lower bound past -1 is a negative
