@@ -3,6 +3,7 @@ built from the recorded 30-run noise series (real measurements)."""
 
 
 import math
+
 import pytest
 import yaml
 from sandbox import add_site, hpc_health, make_root

@@ -123,10 +123,10 @@ def test_other_runs_and_captures_take_the_sites_rounds():
 
 def test_references_record_their_rounds_and_a_run_with_fewer_is_told(tmp_path):
     key = ("HaloExchange", ("$partition", "$environ"), ("s:p", "e"), "time_1MiB")
-    found = {key: {"unit": "us", "better": "lower", "runs": ["a", "b"],
-                   "samples_by_run": [[10, 11, 10.5], [10.2, 10.8]]}}
-    assert "rounds" not in capture.propose(found, rounds=[1, 1])[key]["provenance"]
-    prov = capture.propose(found, rounds=[4, 4])[key]["provenance"]
+    found = {key: {"unit": "us", "better": "lower", "runs": ["a", "b", "c"],
+                   "samples_by_run": [[10, 11, 10.5], [10.2, 10.8], [10.1, 10.7]]}}
+    assert "rounds" not in capture.propose(found, rounds=[1, 1, 1])[key]["provenance"]
+    prov = capture.propose(found, rounds=[4, 4, 4])[key]["provenance"]
     assert prov["rounds"] == 4
     (m,) = results.measurements(_report("reframe -r", [[_copy("node01", [10.4, 10.6], tmp_path, 0)]]))
     assert m.rounds == 1
