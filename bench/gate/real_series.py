@@ -85,8 +85,8 @@ def judge_series(s: Series, checks: int, effective: float, budget: float,
         assert night is not None
         judged += 1
         failed += night.verdict == "DEGRADED"
-        past.append(nights.Night(str(k), str(k), v, healthy=True,
-                                 counts=True))
+        past.append(nights.Night(str(k), str(k), v, healthy=True, counts=True,
+                                 failed=night.verdict == "DEGRADED"))
     return failed, judged
 
 

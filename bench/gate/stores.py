@@ -98,7 +98,8 @@ def judged(nt: Night, refs: references.ReferenceSet, past: dict) -> list[verdict
         m = v.measurement
         if v.verdict in ("PASS", "DEGRADED", "IMPROVED"):
             past.setdefault(nights.figure_key(m), []).append(
-                nights.Night(nt.run_id, nt.started, float(m.value), healthy=True, counts=True))
+                nights.Night(nt.run_id, nt.started, float(m.value), healthy=True, counts=True,
+                             failed=v.verdict == "DEGRADED"))
     return vs
 
 

@@ -139,6 +139,7 @@ def capture_family(figures: Mapping[Any, Baseline]) -> dict[Any, dict[str, Any]]
     effective = prior.effective_count(_matrix(figures))
     p_var, p_df = prior.fit_prior(s2, dfs)
     p_df = min(p_df, prior.prior_df_cap(effective, float(np.mean(dfs)) if dfs else 0.0))
+    p_df = p_df if p_df >= 0.5 else 0.0     # half a degree of freedom lends nothing
     out = {}
     for k, var, df in zip(keys, s2, dfs):
         out[k] = {"night_spread": var ** 0.5, "night_df": int(df),
@@ -202,7 +203,11 @@ def judge_night(value: float, reference: float, direction: str, prov: Mapping[st
     runs = prov.get("runs")
     captured, baseline = str(prov.get("captured") or ""), set(runs if isinstance(runs, list) else ())
     past = [n for n in past if n.started > captured and n.run_id not in baseline]
-    healthy = [worse_log(n.value, reference, direction) for n in past if n.healthy]
+    # The nights of the persistence window are judged, not learned from: a
+    # loss that stays must not widen the spread it is measured against.
+    window = gate.PERSIST_NIGHTS - 1
+    learn = past[:-window] if window else past
+    healthy = [worse_log(n.value, reference, direction) for n in _feeding(learn)]
     noise = noise_of(prov, healthy)
     if noise is None:
         return None
@@ -246,6 +251,19 @@ def judge_night(value: float, reference: float, direction: str, prov: Mapping[st
               if res.nights_beyond else "")
     why = f"{said}, within {as_read(enforced)}{streak}{tight}"
     return Night("PASS", signed, why, sustained, res.p_value, enforced, noise)
+
+
+def _feeding(past: Sequence[Any]) -> list[Any]:
+    """The nights that feed the spread: healthy ones, and a failed one
+    only once a later night came back (an episode that ended, not a loss
+    that stays)."""
+    out, recovered = [], False
+    for n in reversed(past):
+        if not getattr(n, "failed", False):
+            recovered = True
+        if n.healthy and (recovered or not getattr(n, "failed", False)):
+            out.append(n)
+    return out[::-1]
 
 
 def _pct(frac: float) -> str:

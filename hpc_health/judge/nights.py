@@ -5,12 +5,12 @@ figure's spread (healthy), and which may count towards a loss that stays
 A night is a stored run of the site that was judged whole: not a per-node
 run (its figures are one node's), not stopped half-way, and not dated after
 tonight.  Of its figures, one judged on a quiet node that the run did not
-name DRIFTING feeds the figure's spread, whatever its verdict: a healthy
-machine whose figure comes in episodes (a latency at 2.6x for five runs,
-IOR between two levels 17 % apart) must teach the gate its episodes, and
-only the nights it failed on can (each night's weight is bounded,
-:func:`hpc_health.judge.stats.gate.learned_spread`; a sustained loss is
-DRIFTING and feeds nothing).  A busy night's figure counts for neither (the
+name DRIFTING feeds the figure's spread, and so does a night it failed on
+once a later night came back: a healthy machine whose figure comes in
+episodes (a latency at 2.6x for five runs, IOR between two levels 17 %
+apart) must teach the gate its episodes, and only the nights it failed on
+can; a loss that has not ended feeds nothing (each night's weight is
+bounded too, :func:`hpc_health.judge.stats.gate.learned_spread`).  A busy night's figure counts for neither (the
 load it measured is not the machine's), and breaks a run of nights beyond
 the threshold.
 """
@@ -37,8 +37,9 @@ class Night:
     run_id: str
     started: str
     value: float
-    healthy: bool        # feeds the figure's spread (quiet, not DRIFTING)
+    healthy: bool        # may feed the figure's spread (quiet, not DRIFTING)
     counts: bool         # may count towards the persistence rule
+    failed: bool = False    # DEGRADED that night
 
 
 def figure_key(m: Measurement) -> tuple[Any, ...]:
@@ -67,6 +68,6 @@ def past(idx: Index, runs: Sequence[Run], tonight: str,
         drift = (m.check, m.partition_fullname, m.variable) in drifting.get(run.run_id, ())
         out.setdefault(figure_key(m), []).append(
             Night(run.run_id, run.started or "", float(m.value),
-                  healthy=not busy and not drift,
-                  counts=not busy))
+                  healthy=not busy and not drift, counts=not busy,
+                  failed=verdict == "DEGRADED"))
     return out

@@ -1,0 +1,120 @@
+"""The nightly gate: its thresholds keep their levels, the prior borrows
+only what a family can lend, the spread learns from nights, and a night is
+judged as the budget says."""
+
+import math
+
+import numpy as np
+import pytest
+from store_fixtures import series
+
+from hpc_health.judge import gating, nights
+from hpc_health.judge.stats import gate, prior
+
+
+@pytest.mark.parametrize("df", [4.0, 12.0, math.inf])
+def test_the_quadrature_is_the_t_distribution_for_one_night(df):
+    for c in (1.0, 3.0, 6.0):
+        assert gate._prob(c, df, 5, 1) == pytest.approx(gate.tail_probability(c, df, 5),
+                                                         rel=1e-3)
+
+
+def test_the_persistence_threshold_keeps_its_level_with_the_shared_reference_error():
+    """Simulated healthy nights against a five-run reference: the share of
+    three-night stretches all beyond c_3 is the level asked (to Monte-Carlo
+    error), and far above it if the nights are taken as independent."""
+    rng = np.random.default_rng(7)
+    df, runs, alpha, trials = 4.0, 5, 0.01, 400_000
+    c3 = gate.threshold(alpha, df, runs, 3)
+    base = rng.normal(size=(trials, runs))
+    mu, s = base.mean(axis=1), base.std(axis=1, ddof=1)
+    x = rng.normal(size=(trials, 3))
+    t = (x - mu[:, None]) / (s[:, None] * math.sqrt(1 + 1 / runs))
+    rate = float(np.mean(np.all(t > c3, axis=1)))
+    assert rate == pytest.approx(alpha, rel=0.1)
+    independent = gate.tail_probability(c3, df, runs) ** 3
+    assert independent < alpha / 5
+
+
+def test_the_budget_is_shared_by_checks_and_by_a_checks_independent_figures():
+    one = gate.levels(1.0, 1, 1)
+    assert one.one_night + one.persist == pytest.approx(0.9 / 30)
+    assert gate.levels(1.0, 10, 4).one_night == pytest.approx(one.one_night / 40)
+
+
+def test_figures_that_move_as_one_count_once_and_independent_ones_each():
+    rng = np.random.default_rng(3)
+    common = rng.normal(size=(5, 1))
+    assert prior.effective_count(np.hstack([common] * 6)) == pytest.approx(1.0)
+    independent = rng.normal(size=(200, 6))
+    assert prior.effective_count(independent) == pytest.approx(6.0, rel=0.1)
+
+
+def test_the_prior_is_strong_for_alike_spreads_and_absent_for_unlike_ones():
+    rng = np.random.default_rng(5)
+    alike = [float(np.var(rng.normal(0, 0.05, 5), ddof=1)) for _ in range(400)]
+    s0, d0 = prior.fit_prior(alike, [4] * 400)
+    assert d0 > 20 and s0 == pytest.approx(0.05 ** 2, rel=0.3)
+    unlike = [0.001 ** 2, 0.3 ** 2, 0.02 ** 2, 0.9 ** 2, 0.005 ** 2]
+    assert prior.fit_prior(unlike, [4] * 5)[1] < 2
+    assert prior.fit_prior(alike[:2], [4, 4])[1] == 0.0
+
+
+def test_a_family_of_figures_that_move_as_one_lends_no_strength():
+    logs = np.log([40.0, 42.0, 39.0, 41.5, 40.5])
+    family = {v: gating.Baseline(list("abcde"), logs + k * 0.01, "higher")
+              for k, v in enumerate(("Copy", "Scale", "Add", "Triad"))}
+    noise = gating.capture_family(family)
+    assert noise["Triad"]["effective"] == pytest.approx(1.0)
+    assert noise["Triad"]["prior_df"] is None
+
+
+def test_one_wild_night_at_most_doubles_a_quiet_spread():
+    s, df, used = gate.learned_spread(0.02, 4, 5, [3.0])
+    assert used == 1 and s <= 2 * 0.02 + 1e-9 and df == 5
+    # quiet nights make it firmer, not wider
+    s2, df2, _ = gate.learned_spread(0.02, 4, 5, [0.02 * k for k in (1, -1, 0.5, -0.5) * 5])
+    assert df2 == 24 and s2 < 0.021
+
+
+def _prov(values, direction="higher"):
+    logs = np.log(values)
+    base = gating.Baseline(list("abcde"), logs, direction)
+    prov = {k: v for k, v in gating.capture_family({"f": base})["f"].items() if v is not None}
+    prov["runs"] = list("abcde")
+    return prov, float(np.exp(logs.mean()))
+
+
+def test_a_loss_far_beyond_the_noise_fails_on_its_first_night():
+    prov, ref = _prov(series("stream_triad_1t")[:5])
+    night = gating.judge_night(ref * 0.5, ref, "higher", prov, [], 10, 1.0)
+    assert night.verdict == "DEGRADED" and "on one night" in night.reason
+    assert night.reason.startswith("-50.0 %")
+
+
+def test_a_loss_that_stays_fails_on_its_third_night_with_its_nights_said():
+    """1-thread Triad's first five recorded runs as the baseline: a loss
+    under the one-night threshold but past the persistence one fails when
+    it has lasted three nights, not before."""
+    prov, ref = _prov(series("stream_triad_1t")[:5])
+    noise = gating.noise_of(prov)
+    lv = gate.levels(1.0, 10, 1)
+    scale = noise.spread * math.sqrt(1 + 1 / noise.runs)
+    c1 = gate.threshold(lv.one_night, noise.df, noise.runs)
+    c3 = gate.threshold(lv.persist, noise.df, noise.runs, 3)
+    loss = math.exp(-0.5 * (c1 + c3) * scale)
+    past = []
+    for k in range(3):
+        night = gating.judge_night(ref * loss, ref, "higher", prov, past, 10, 1.0)
+        past.append(nights.Night(f"n{k}", f"2027-01-0{k + 1}", ref * loss, True, True,
+                                 night.verdict == "DEGRADED"))
+        assert (night.verdict == "DEGRADED") == (k == 2), night.reason
+    assert night.tag.startswith("3 nights, -")
+
+
+def test_a_declared_tolerance_wider_than_the_loss_keeps_it_a_pass():
+    prov, ref = _prov(series("stream_triad_1t")[:5])
+    night = gating.judge_night(ref * 0.7, ref, "higher", prov, [], 10, 1.0, tolerance=0.4)
+    assert night.verdict == "PASS"
+    tight = gating.judge_night(ref * 0.99, ref, "higher", prov, [], 10, 1.0, tolerance=0.001)
+    assert "tighter than its noise allows" in tight.reason
