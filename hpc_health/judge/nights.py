@@ -10,9 +10,9 @@ once a later night came back: a healthy machine whose figure comes in
 episodes (a latency at 2.6x for five runs, IOR between two levels 17 %
 apart) must teach the gate its episodes, and only the nights it failed on
 can; a loss that has not ended feeds nothing (each night's weight is
-bounded too, :func:`hpc_health.judge.stats.gate.learned_spread`).  A busy night's figure counts for neither (the
-load it measured is not the machine's), and breaks a run of nights beyond
-the threshold.
+bounded too, :func:`hpc_health.judge.stats.gate.learned_spread`).  A busy
+night's figure counts for neither (the load it measured is not the
+machine's), and breaks a run of nights beyond the threshold.
 """
 
 from __future__ import annotations
