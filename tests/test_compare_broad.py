@@ -80,7 +80,7 @@ def test_same_means_the_interval_lies_within_the_margin(tmp_path):
     _, data = _compare(tmp_path, 5, 5, 1.0)
     same = [r for r in data["rows"] if r["word"] == "SAME"]
     for r in same:
-        assert -0.15 <= r["low"] and r["high"] <= 0.15, r
+        assert -0.10 <= r["low"] and r["high"] <= 0.10, r
     for r in data["rows"]:
         if r["word"] == "INCONCLUSIVE":
-            assert r["low"] < -0.15 or r["high"] > 0.15 or r["low"] > 0 or r["high"] < 0, r
+            assert r["low"] < -0.10 or r["high"] > 0.10 or r["low"] > 0 or r["high"] < 0, r

@@ -118,3 +118,34 @@ def test_a_declared_tolerance_wider_than_the_loss_keeps_it_a_pass():
     assert night.verdict == "PASS"
     tight = gating.judge_night(ref * 0.99, ref, "higher", prov, [], 10, 1.0, tolerance=0.001)
     assert "tighter than its noise allows" in tight.reason
+
+
+def test_same_is_reachable_over_a_full_suites_family_with_enough_runs():
+    """Fifteen recorded runs of 4 KiB latency against the next fifteen: at
+    Holm's strictest level over 30 figures the interval lies within the
+    +-10 % a SAME needs (a fixed 5 % floor made it at least +-11 %)."""
+    from hpc_health.judge import stats
+    v = series("osu_latency_4KiB")
+    c = stats.compare_runs([[x] for x in v[:15]], [[x] for x in v[15:]], "lower")
+    low, high = stats.change_interval(c.log_change, c.se, c.df, stats.COMPARE_ALPHA / 30)
+    assert -stats.COMPARE_MARGIN <= low and high <= stats.COMPARE_MARGIN
+
+
+def test_broadly_worse_keeps_its_share_of_the_budget_with_ten_nights_of_history():
+    """Healthy nights of eight figures (3 % noise, half of it shared by the
+    night): with ten earlier nights, tonight is called BROADLY WORSE on
+    about its share of the budget (0.33 % of nights), not on one night in 38."""
+    from hpc_health.judge import broad
+    from hpc_health.judge.trends import Trend
+    rng = np.random.default_rng(11)
+    trials, fired = 6000, 0
+    runs = [f"r{k:02d}" for k in range(11)]
+    for _ in range(trials):
+        shared = rng.normal(0, 0.03 / math.sqrt(2), 11)
+        trends = [Trend("T", "T", "s:p", "e", f"v{j}", "s", "lower", runs=runs,
+                        values=list(np.exp(shared + rng.normal(0, 0.03 / math.sqrt(2), 11))),
+                        reference=1.0) for j in range(8)]
+        night = broad.tonight(trends, runs[-1])
+        fired += night is not None and night.word == broad.BROADLY_WORSE
+    share = gate.night_budget() * gate.SHARE_BROAD
+    assert fired / trials < 3 * share and fired / trials < 1 / 38 / 4

@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hpc_health.judge.stats.constants import HIGHER, LOWER, MAD_TO_SIGMA
+from hpc_health.judge.stats import gate
+from hpc_health.judge.stats.constants import HIGHER, LOWER
+from hpc_health.judge.stats.robust import _sp
 
 if TYPE_CHECKING:
     from hpc_health.judge.trends import Trend
@@ -29,10 +31,11 @@ if TYPE_CHECKING:
 BROADLY_WORSE = "BROADLY WORSE"
 #: Recent nights needed before a night is judged as a whole.
 MIN_NIGHTS = 10
-#: Tonight's index must lie this many robust sigmas of the recent nights'
-#: indices above their median (about one night in 700 for normal nights;
-#: the indices' episodes make the tail heavier, hence three and not two).
-SIGMAS = 3.0
+#: Tonight's index must lie beyond the recent nights' one-sided prediction
+#: bound at the BROADLY WORSE share of the site's false-alarm budget: their
+#: mean and spread are estimated from the recent nights themselves, so the
+#: bound is a Student t with their number less one degrees of freedom (ten
+#: nights' "3 sigmas" fired on about one night in 38 of normal data).
 #: ... and be at least this much worse than usual (below it, print
 #: resolution and compiler noise, as for a reference's bound).
 MIN_CHANGE = 0.03
@@ -46,8 +49,8 @@ class BroadNight:
     figures: int            # figures with a reference measured tonight
     worse: int              # of those, worse than their own recent median
     change: float           # tonight's index: the median figure against its reference
-    usual: float            # the recent nights' median index
-    spread: float           # their robust spread (log scale)
+    usual: float            # the recent nights' mean index
+    spread: float           # their standard deviation (log scale)
     nights: int             # recent nights judged against
     word: str | None        # BROADLY_WORSE or None
     previous: str | None = None     # the latest of those nights (a run id)
@@ -58,7 +61,8 @@ class BroadNight:
         return math.expm1(math.log1p(self.change) - math.log1p(self.usual))
 
 
-def tonight(trends: Sequence[Trend], tonight_run: str) -> BroadNight | None:
+def tonight(trends: Sequence[Trend], tonight_run: str,
+            budget: float = gate.FALSE_ALARM_BUDGET) -> BroadNight | None:
     """The broad verdict on run *tonight_run* from the trends of the recent
     runs (:func:`hpc_health.judge.trends.trends`), or None when tonight has
     no figure with a reference or fewer than :data:`MIN_NIGHTS` earlier runs
@@ -89,11 +93,13 @@ def tonight(trends: Sequence[Trend], tonight_run: str) -> BroadNight | None:
     if len(past_index) < MIN_NIGHTS:
         return None
     now = float(np.median(per_run[tonight_run]))
-    usual = float(np.median(past_index))
-    spread = max(MAD_TO_SIGMA * float(np.median(np.abs(np.asarray(past_index) - usual))),
-                 MIN_SPREAD)
+    usual = float(np.mean(past_index))
+    n = len(past_index)
+    spread = max(float(np.std(past_index, ddof=1)), MIN_SPREAD)
+    alpha = gate.night_budget(budget) * gate.SHARE_BROAD
+    bound = float(_sp.stdtrit(n - 1, 1.0 - alpha)) * spread * math.sqrt(1.0 + 1.0 / n)
     worse = sum(r > u for r, u in own_usual)
-    word = (BROADLY_WORSE if now - usual >= max(SIGMAS * spread, math.log1p(MIN_CHANGE))
+    word = (BROADLY_WORSE if now - usual >= max(bound, math.log1p(MIN_CHANGE))
             and worse * 2 > len(own_usual) else None)
     return BroadNight(figures, worse, math.expm1(now), math.expm1(usual), spread,
                       len(past_index), word, max(earlier))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from hpc_health.judge import broad
 from hpc_health.judge import trends as trend_mod
 from hpc_health.judge.stats.constants import HIGHER, MEDIAN_EFFICIENCY
+from hpc_health.judge.stats.gate import FALSE_ALARM_BUDGET
 
 if TYPE_CHECKING:
     from hpc_health.store.index import Index, Run
@@ -53,7 +54,8 @@ def drifting(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None,
 
 
 def across_nights(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None,
-                  tonight: str) -> tuple[list[Drift], broad.BroadNight | None]:
+                  tonight: str, budget: float = FALSE_ALARM_BUDGET
+                  ) -> tuple[list[Drift], broad.BroadNight | None]:
     """What the last :data:`DRIFT_NIGHTS` of *runs* say about run *tonight*:
     the figures that have stayed worse, and the night as a whole against the
     recent nights (:func:`hpc_health.judge.broad.tonight`)."""
@@ -68,7 +70,7 @@ def across_nights(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None,
         i = step["index"]
         found.append(Drift(t, step["run"], t.started[i], _signed(step["magnitude"], t.better),
                            _half_width(step), step["nights"], _stack_change(t.runs, i, stacks)))
-    return found, broad.tonight(series, tonight)
+    return found, broad.tonight(series, tonight, budget)
 
 
 def _signed(worse: float, better: str | None) -> float:

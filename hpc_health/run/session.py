@@ -16,6 +16,7 @@ from hpc_health.cli import table
 from hpc_health.errors import ConfigError
 from hpc_health.judge import drift, nights, results, verdicts
 from hpc_health.judge.drift import DRIFT_NIGHTS
+from hpc_health.judge.stats.gate import FALSE_ALARM_BUDGET
 from hpc_health.paths import os_hint
 from hpc_health.run import prebuild
 from hpc_health.run.command import (
@@ -329,7 +330,9 @@ def _across_nights(site, refs, run_id):
     tests, said on stderr, not the night."""
     try:
         with index.open_index() as idx:
-            return drift.across_nights(idx, idx.listing(site.name).runs, refs, run_id)
+            return drift.across_nights(idx, idx.listing(site.name).runs, refs, run_id,
+                                       site.settings.get("false_alarm_budget")
+                                       or FALSE_ALARM_BUDGET)
     except Exception as err:     # any: the night is judged and kept already
         print(f"hpc-health: the drift test over the stored runs could not run "
               f"({type(err).__name__}: {err}); tonight's verdicts stand", file=sys.stderr)

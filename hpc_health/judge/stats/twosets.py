@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from hpc_health.judge.stats.constants import EPISODE_FLOOR, LOWER, MIN_SPREAD, POWER, _check_direction
+from hpc_health.judge.stats.constants import LOWER, MIN_SPREAD, POWER, _check_direction
 from hpc_health.judge.stats.robust import (
     _location_var_factor,
     _run_location_logs,
@@ -25,13 +25,12 @@ from hpc_health.judge.stats.robust import (
 COMPARE_MARGIN = 0.10
 #: Two-sided level of a comparison's intervals and tests (Holm over the figures).
 COMPARE_ALPHA = 0.05
-#: At most this many runs of one set count as independent.  Consecutive
-#: nights share episodes: on the recorded 30-run series, the difference
-#: between the means of two sets of 10 consecutive runs spread up to 3.1
-#: times (median 1.1) as much as independent runs would make it, of two
-#: sets of 5 up to 2.4 times (median 1.2); without the cap, a 10 % step
-#: hidden by an episode in the runs before it was called SAME (+-9.8 %).
-INDEPENDENT_RUNS = 5
+#: Consecutive nights share episodes (on the recorded 30-run series, the
+#: difference between the means of two sets of 10 consecutive runs spread
+#: up to 3.1 times as much as independent runs would make it): a set of n
+#: runs counts as n (1 - rho) / (1 + rho) independent ones, rho its runs'
+#: lag-one autocorrelation, estimated from this many runs on, never below 0.
+AUTOCORRELATION_RUNS = 6
 #: The typical change over all figures a broad-shift verdict needs: the
 #: smallest change any verdict here acts on (BOUND_FLOOR).
 BROAD_MIN_CHANGE = 0.03
@@ -74,18 +73,37 @@ def detectable_change(se: float, df: int, level: float) -> float:
     return math.expm1((float(_sp.stdtrit(df, 1.0 - level / 2.0)) + float(_sp.ndtri(POWER))) * se)
 
 
+def effective_runs(logs: np.ndarray) -> float:
+    """How many independent runs a set of runs (in run order) is worth:
+    n (1 - rho) / (1 + rho), rho the lag-one autocorrelation of their
+    deviations (0 below :data:`AUTOCORRELATION_RUNS` runs, where it cannot
+    be told)."""
+    x = np.asarray(logs, dtype=float)
+    n = x.size
+    if n < AUTOCORRELATION_RUNS:
+        return float(n)
+    r = x - x.mean()
+    denom = float(np.sum(r * r))
+    rho = float(np.sum(r[1:] * r[:-1])) / denom if denom > 0 else 0.0
+    rho = min(max(rho, 0.0), 0.9)
+    return max(n * (1 - rho) / (1 + rho), 1.0)
+
+
 def compare_runs(runs_a: Sequence[Sequence[float]], runs_b: Sequence[Sequence[float]],
                  direction: str, alpha: float = COMPARE_ALPHA,
-                 floor: float = EPISODE_FLOOR) -> Comparison:
+                 floor: float = 0.0) -> Comparison:
     """Change from set A to set B of one figure, each a list of runs' samples.
 
     The noise model of the verdicts: each run's figure is the location of its
-    samples; runs differ by a night-to-night (episode) spread, never taken
-    below *floor*, plus the within-run noise of their locations.  The centre
-    of a set is the mean of its runs' log locations; the test is Student's t
-    on the difference, the night-to-night spread pooled over the runs of
-    both sets (df = runs - 2): with fewer than three runs in all that spread
-    cannot be estimated, and the comparison is not testable.
+    samples; runs differ by a night-to-night (episode) spread (never below
+    *floor*; by default only what the runs show), plus the within-run noise
+    of their locations.  The centre of a set is the mean of its runs' log
+    locations; the test is Student's t on the difference, the night-to-night
+    spread pooled over both sets, each set counting as many runs as its
+    autocorrelation leaves independent (:func:`effective_runs`), and the
+    degrees of freedom those effective runs less two: with fewer than three
+    runs in all that spread cannot be estimated, and the comparison is not
+    testable.
     """
     _check_direction(direction)
     sets = []
@@ -110,9 +128,9 @@ def compare_runs(runs_a: Sequence[Sequence[float]], runs_b: Sequence[Sequence[fl
     # the within-run share of the run-to-run spread is not counted twice.
     between = math.sqrt(max(max(observed, floor) ** 2 - within ** 2 / m, 0.0))
     var_one = within ** 2 * _location_var_factor(int(round(m))) / m
-    se = max(math.sqrt((between ** 2 + var_one) * (1.0 / min(ra, INDEPENDENT_RUNS)
-                                                   + 1.0 / min(rb, INDEPENDENT_RUNS))),
-             MIN_SPREAD)
+    ea, eb = effective_runs(locs[0]), effective_runs(locs[1])
+    se = max(math.sqrt((between ** 2 + var_one) * (1.0 / ea + 1.0 / eb)), MIN_SPREAD)
+    df = max(int(round(ea + eb)) - 2, 1) if df >= 1 else df
     d = lb - la
     change = math.expm1(d)
     worse_by = change if direction == LOWER else -change
@@ -192,9 +210,9 @@ def broad_shift(figures: Sequence[tuple[str, dict, dict]], alpha: float = COMPAR
     df = ra + rb - 2
     resid = np.concatenate([np.asarray(idx[0]) - np.mean(idx[0]),
                             np.asarray(idx[1]) - np.mean(idx[1])])
-    se = max(math.sqrt(float(np.sum(resid ** 2)) / df * (1.0 / min(ra, INDEPENDENT_RUNS)
-                                                         + 1.0 / min(rb, INDEPENDENT_RUNS))),
-             MIN_SPREAD)
+    ea, eb = effective_runs(np.asarray(idx[0])), effective_runs(np.asarray(idx[1]))
+    se = max(math.sqrt(float(np.sum(resid ** 2)) / df * (1.0 / ea + 1.0 / eb)), MIN_SPREAD)
+    df = max(int(round(ea + eb)) - 2, 1)
     t = float(_sp.stdtrit(df, 1.0 - alpha / 2.0))
     p = float(2.0 * _sp.stdtr(df, -abs(d) / se))
     change = math.expm1(d)
