@@ -117,6 +117,7 @@ def test_a_drift_test_that_fails_costs_the_test_not_the_night(tmp_path, monkeypa
 
 class _Site:
     name = "local"
+    settings: dict = {}
 
 
 def test_report_shows_what_the_run_found_across_nights(tmp_path):

@@ -6,6 +6,7 @@ import click
 
 from hpc_health.cli.common import say_note, site_option
 from hpc_health.errors import ConfigError
+from hpc_health.judge.stats.constants import as_read
 
 
 @click.command()
@@ -63,15 +64,16 @@ def _scan_all(idx, runs, refs, partition):
         step = t.worse_since
         if step:
             click.echo(f"{t.check} {t.variable} on {t.partition}: "
-                       + _degraded(step["run"], t.started[step["index"]], step))
+                       + _degraded(step["run"], t.started[step["index"]], step, t.better))
     if not any(t.worse_since for t in found):
         click.echo(f"no sustained step in {len(found)} figure(s)")
         return 0
     return 1
 
 
-def _degraded(run, started, step):
-    return (f"DEGRADED since run {run} ({started}): {100 * step['magnitude']:+.1f}% worse, "
+def _degraded(run, started, step, better=None):
+    return (f"DEGRADED since run {run} ({started}): "
+            f"{100 * as_read(step['magnitude'], better):+.1f} %, "
             f"sustained over {step['nights']} run(s)")
 
 
@@ -94,7 +96,7 @@ def _history_of(v, points, refs):
                        f"{p['unit']}  stack {p['stack'] or '-'}")
         if step:
             at = pts[step["index"]]
-            click.echo("  " + _degraded(at["run"], at["started"], step))
+            click.echo("  " + _degraded(at["run"], at["started"], step, at.get("better")))
             worst = 1
         else:
             click.echo("  no sustained step found")

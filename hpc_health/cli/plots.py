@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hpc_health.judge import verdicts as V
+from hpc_health.judge.stats.constants import as_read
 
 THIS, PREVIOUS, REFERENCE = "#1f5fa8", "#9a9a9a", "#2e8b57"
 WORSE, SHIFT, STACK = "#c0392b", "#7f7f7f", "#8e44ad"
@@ -106,7 +107,7 @@ def trend(t: Any, stack_marks: Sequence[tuple[str, str]] = ()) -> dict[str, Any]
     if t.worse_since:
         w = t.worse_since
         s, n = _vline(x[w["index"]], WORSE, "solid",
-                      f"worse since run {w['run']} ({100 * w['magnitude']:+.1f} %)")
+                      f"worse since run {w['run']} ({100 * as_read(w['magnitude'], t.better):+.1f} %)")
         shapes.append(s)
         notes.append(n)
     for run_id, started in stack_marks:

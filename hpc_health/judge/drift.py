@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from hpc_health.judge import broad
 from hpc_health.judge import trends as trend_mod
-from hpc_health.judge.stats.constants import HIGHER, MEDIAN_EFFICIENCY
+from hpc_health.judge.stats.constants import MEDIAN_EFFICIENCY, as_read
 from hpc_health.judge.stats.gate import FALSE_ALARM_BUDGET
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ def across_nights(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None,
 
 
 def _signed(worse: float, better: str | None) -> float:
-    return -worse if better == HIGHER else worse
+    return as_read(worse, better)
 
 
 def _half_width(step: dict) -> float:
