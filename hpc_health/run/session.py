@@ -133,8 +133,11 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
             # ReFrame in its own process group: a stop reaches every benchmark
             # it started, and a Ctrl-C at the terminal reaches only us, who
             # pass it on.
+            # errors="replace": under an ASCII locale a byte ReFrame or a
+            # benchmark wrote in UTF-8 must not end the reading of its output.
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, bufsize=1, env=env, start_new_session=True,
+                                    text=True, errors="replace", bufsize=1, env=env,
+                                    start_new_session=True,
                                     preexec_fn=functools.partial(processes.child_setup,
                                                                  os.getpid()))
             for line in proc.stdout:
