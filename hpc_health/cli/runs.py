@@ -111,8 +111,7 @@ def report(site, run_sets, html_file, markdown, junit_file):
         else:
             runs = runsets.latest(listing.runs)
     if not runs:
-        raise ConfigError(rundirs.runs_dir(s.name), "no stored run with a readable report"
-                          + (f" ({listing.note()})" if listing.damaged else ""))
+        raise ConfigError(rundirs.runs_dir(s.name), runsets.unreadable(listing, s.name))
     code = 0
     judged = []
     order = [x.run_id for x in listing.runs]

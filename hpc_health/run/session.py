@@ -191,10 +191,13 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
         if proc is None:
             print("\nhpc-health: stopped while Spack built, before any check ran; "
                   f"the builds' output is in {run_dir / 'prebuild'}", file=sys.stderr)
+            _keep_why(run_dir, meta, f"stopped by {meta.get('stopped_by')} while Spack built, "
+                      "before any check ran")
             return meta["exit_code"]
         if interrupted and log.lost is None and not _started_a_check(run_dir / "reframe.out"):
             print(f"\nhpc-health: stopped by {meta['stopped_by']} before ReFrame ran a check; "
                   f"its output is in {run_dir / 'reframe.out'}", file=sys.stderr)
+            _keep_why(run_dir, meta, f"stopped by {meta['stopped_by']} before ReFrame ran a check")
             return meta["exit_code"]
         if proc.returncode == 0 and log.lost is None and \
                 _ran_no_check(run_dir / "reframe.out"):
@@ -213,6 +216,7 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
                 if filled else "")
         print(f"\nhpc-health: ReFrame exited with {proc.returncode}: {unreadable}{full}; "
               f"ReFrame's last lines:\n{tail}", file=sys.stderr)
+        _keep_why(run_dir, meta, f"ReFrame exited with {proc.returncode}: {unreadable}{full}")
         return meta["exit_code"]
 
     measurements = results.measurements(report)
@@ -269,6 +273,17 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
     print(next_step(site, verdict_list, base, run_dir, adopted, drifts, whole,
                     meta.get("stopped_by")), file=out)
     return code
+
+
+def _keep_why(run_dir, meta, why):
+    """Why a run ended without a report, in its run.json: what ``runs``
+    says of it later.  A disk still full keeps the line unsaid, not the run
+    (run.json with its exit code is written already)."""
+    meta["why"] = why
+    try:
+        rundirs.write_json(run_dir / "run.json", meta)
+    except OSError:
+        pass
 
 
 def _ran_no_check(reframe_out):

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from hpc_health.errors import ConfigError
 
 if TYPE_CHECKING:
-    from hpc_health.store.index import Index, Run
+    from hpc_health.store.index import Index, Listing, Run
 
 _KEYWORDS = ("last", "tag", "since")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}(T\d{2}(:?\d{2}(:?\d{2})?)?Z?)?$")
@@ -78,6 +78,8 @@ def resolve(idx: Index, text: str, default_site: str,
     listing = idx.listing(site)
     runs = listing.runs
     if not runs:
+        if listing.incomplete or listing.damaged:
+            raise ConfigError(text, unreadable(listing, site))
         stored = idx.sites()
         raise ConfigError(text, f"no stored run of site {site!r}" +
                           (f" (sites with runs: {', '.join(stored)})" if stored else
@@ -89,6 +91,17 @@ def resolve(idx: Index, text: str, default_site: str,
             raise ConfigError(text, f"no partition {partition!r} in these runs"
                               + _nearest(partition, sorted(parts)))
     return RunSet(text, site, partition, chosen)
+
+
+def unreadable(listing: Listing, site: str) -> str:
+    """What became of a site's stored runs when none has a readable report
+    (a store that filled, a run killed, a configuration error)."""
+    ended = listing.incomplete + listing.damaged
+    if not ended:
+        return f"no stored run of site {site!r}"
+    _, last, why = max(ended, key=lambda e: e[1])
+    return (f"no run of site {site!r} with a readable report: {len(ended)} stored run(s) "
+            f"ended without one; the last, {last}: {why}")
 
 
 def select(runs: list[Run], selector: str, text: str) -> list[Run]:
