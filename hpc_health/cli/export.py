@@ -82,7 +82,7 @@ def import_cmd(file, wait):
     done = importer.import_file(file, wait=wait,
                                 say=lambda line: click.echo(f"hpc-health: {line}", err=True))
     for line in done.notes:
-        click.echo(f"hpc-health: note: {line}", err=True)
+        click.echo(f"hpc-health: note: {escape.one_line(line)}", err=True)
     for e, _ in done.added:
         click.echo(f"imported {e.name}")
     n = len(done.present)
