@@ -228,3 +228,20 @@ def test_a_stop_signal_while_python_imports_the_command_prints_no_traceback(tmp_
         codes.append(proc.returncode)
     assert {130, 143} & set(codes), codes       # some fell inside the imports
 
+
+
+def test_a_run_dated_in_the_future_does_not_hide_tonights_drift(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from test_drift_nightly import LAT_KEY, LATENCY, TRIAD, TRIAD_KEY, _store
+
+    from hpc_health.run import session
+    quiet = TRIAD[:15]
+    values = quiet + [v * 0.9 for v in quiet[:9]]   # -10 % from night 16 on
+    store_dir = _store(tmp_path, monkeypatch,
+                       [{TRIAD_KEY: v, LAT_KEY: lat} for v, lat in zip(values, LATENCY)])
+    tonight = sorted(p.name for p in (store_dir / "runs" / "local").iterdir())[-1]
+    write_run(store_dir, "local", "20991231T000000Z", [case(*TRIAD_KEY[:2], 1.0, "MB/s")],
+              started="20991231T000000Z")
+    found, _ = session._across_nights(SimpleNamespace(name="local"), None, tonight)
+    assert [(d.trend.check, d.trend.variable) for d in found] == [TRIAD_KEY[:2]]

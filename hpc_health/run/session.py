@@ -44,7 +44,7 @@ from hpc_health.run.provenance import (
 )
 from hpc_health.run.signals import StopNow, Stopped, StopSignals, stop_process_group
 from hpc_health.site.spack_kit import find_spack
-from hpc_health.store import baseline, capture, index, rundirs
+from hpc_health.store import baseline, capture, index, rundirs, runsets
 
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 #: Tonight passed, but a figure has stayed worse over the recent runs.
@@ -344,7 +344,11 @@ def _across_nights(site, refs, run_id):
     tests, said on stderr, not the night."""
     try:
         with index.open_index() as idx:
-            return drift.across_nights(idx, idx.listing(site.name).runs, refs, run_id)
+            # A run dated in the future would be the last of every series,
+            # and tonight never: it is no night of the series.
+            nights = [r for r in idx.listing(site.name).runs
+                      if r.run_id == run_id or runsets.ahead(r) is None]
+            return drift.across_nights(idx, nights, refs, run_id)
     except Exception as err:     # any: the night is judged and kept already
         print(f"hpc-health: the drift test over the stored runs could not run "
               f"({type(err).__name__}: {err}); tonight's verdicts stand", file=sys.stderr)
