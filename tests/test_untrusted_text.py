@@ -251,3 +251,19 @@ def test_a_run_dated_in_the_future_does_not_hide_tonights_drift(tmp_path, monkey
               started="20991231T000000Z")
     found, _ = session._across_nights(SimpleNamespace(name="local"), None, tonight)
     assert [(d.trend.check, d.trend.variable) for d in found] == [TRIAD_KEY[:2]]
+
+
+def test_history_all_scans_the_nights_a_future_run_would_hide(tmp_path, monkeypatch):
+    from test_drift_nightly import LAT_KEY, LATENCY, TRIAD, TRIAD_KEY, _store
+    quiet = TRIAD[:15]
+    values = quiet + [v * 0.9 for v in quiet[:9]]   # -10 % from night 16 on
+    store_dir = _store(tmp_path, monkeypatch,
+                       [{TRIAD_KEY: v, LAT_KEY: lat} for v, lat in zip(values, LATENCY)])
+    write_run(store_dir, "local", "20991231T000000Z", [case(*TRIAD_KEY[:2], 1.0, "MB/s")],
+              started="20991231T000000Z")
+    root = make_root(tmp_path, references=False)
+    res = subprocess.run([sys.executable, "-m", "hpc_health", "history", "--site", "local",
+                          "--all"], capture_output=True, text=True, timeout=120,
+                         env=dict(environ(root), HPC_HEALTH_STORE=str(store_dir)))
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert res.stdout.startswith("StreamTriadScaling triad on local:default: DEGRADED since")

@@ -39,8 +39,11 @@ def history(site, check, var, scan_all, partition, run_set):
         runs = runsets.resolve(idx, run_set, s.name).runs if run_set else listing.runs
         if scan_all:
             # The nightly test's window unless a run set says otherwise: the
-            # same nights, the same answer as the night's DRIFTING.
-            worst = _scan_all(idx, runs if run_set else runs[-DRIFT_NIGHTS:], refs, partition)
+            # same nights (a run dated in the future is none), the same
+            # answer as the night's DRIFTING.
+            nights = runs if run_set else \
+                [r for r in runs if runsets.ahead(r) is None][-DRIFT_NIGHTS:]
+            worst = _scan_all(idx, nights, refs, partition)
         else:
             points = hist.series(idx, runs, check, var, partition)
             if not points:
