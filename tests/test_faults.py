@@ -698,6 +698,10 @@ def test_a_store_that_fills_during_the_run_still_closes_the_run(tmp_path):
         (store / "filler").unlink()
         rep = _cli(root, "report", "--site", "local")
         assert "never finished" not in rep.stderr and "Traceback" not in rep.stderr
+        if proc.returncode == 2:    # no report: later reads say what became of the night
+            listed = _cli(root, "runs", "--site", "local")
+            assert f"the last, {run_dir.name}: ReFrame exited with" in listed.stderr
+            assert "filled during the run" in listed.stderr, listed.stderr
     finally:
         subprocess.run(["umount", "-l", str(store)])
 

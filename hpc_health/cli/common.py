@@ -7,6 +7,7 @@ import sqlite3
 
 import click
 
+from hpc_health.cli import escape
 from hpc_health.errors import ConfigError
 from hpc_health.paths import os_hint
 
@@ -17,11 +18,17 @@ class ErrorGroup(click.Group):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            # Click would say "Aborted!" and exit 1: a stop is 128 + SIGINT.
+            click.echo("hpc-health: stopped by SIGINT", err=True)
+            ctx.exit(130)
         except ConfigError as err:
-            click.echo(f"hpc-health: error: {err}", err=True)
+            # The message may quote stored data (a tag, a run id): no escapes.
+            click.echo(f"hpc-health: error: {escape.lines(err)}", err=True)
             ctx.exit(2)
         except sqlite3.Error as err:
-            click.echo(f"hpc-health: error: the store's index: {err}: try again, or delete "
+            click.echo(f"hpc-health: error: the store's index: {escape.one_line(err)}: try "
+                       "again, or delete "
                        "index.sqlite in the store (it is rebuilt from the run directories)",
                        err=True)
             ctx.exit(2)
@@ -30,8 +37,8 @@ class ErrorGroup(click.Group):
             # one line naming the file, and nothing half-written (every
             # store write is atomic).
             where = err.filename or "?"
-            click.echo(f"hpc-health: error: {where}: {err.strerror or err}: {os_hint(err)}",
-                       err=True)
+            click.echo(escape.lines(f"hpc-health: error: {where}: {err.strerror or err}: "
+                                       f"{os_hint(err)}"), err=True)
             ctx.exit(2)
 
 
@@ -50,9 +57,22 @@ def site_option(f):
 
 
 
+def dated_ahead(run) -> str:
+    """What to say of a stored run dated after this machine's clock, or ''."""
+    import time
+
+    from hpc_health.store import runsets
+    stamp = runsets.ahead(run)
+    if stamp is None:
+        return ""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return (f"DATED IN THE FUTURE ({escape.one_line(stamp)}; this machine's clock says {now}): "
+            "a clock that was wrong, or an import from one; never taken as the latest run")
+
+
 def say_note(listing):
     if listing.damaged:
-        click.echo(f"hpc-health: {listing.note()}", err=True)
+        click.echo(f"hpc-health: {escape.one_line(listing.note())}", err=True)
 
 
 class Ticker:

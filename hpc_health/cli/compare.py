@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 import click
 
-from hpc_health.cli import table
+from hpc_health.cli import escape, table
 from hpc_health.cli.common import say_note, site_option
 
 
@@ -126,7 +126,8 @@ def render(res, normalise=False):
     lines.append("")
     broad = f"; {res.broad.word}" if res.broad is not None else ""
     lines.append(f"hpc-health compare: {res.counts()}{broad}; exit {res.exit_code}")
-    return "\n".join(lines)
+    # Names, units, notes and the stack come from stored or imported runs.
+    return "\n".join(escape.one_line(line) for line in lines)
 
 
 def broad_line(b):

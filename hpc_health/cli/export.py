@@ -2,7 +2,8 @@
 
 import click
 
-from hpc_health.cli.common import Ticker, site_option
+from hpc_health.cli import escape
+from hpc_health.cli.common import Ticker, dated_ahead, site_option
 
 
 @click.command("export")
@@ -33,7 +34,7 @@ def export_cmd(site, run_sets, output, prom):
         runs = [r for text in (run_sets or ("latest",)) for item in text.split(",") if item
                 for r in runsets.resolve(idx, item, site, known).runs]
     if prom:
-        _prometheus(runs[-1], prom)
+        _prometheus(runsets.latest(runs)[0], prom)
         return
     written = portable.export(runs, output, Ticker("export: runs", len(runs)))
     per_site = ", ".join(f"{n} of {s}" for s, n in written.sites().items())
@@ -43,25 +44,19 @@ def export_cmd(site, run_sets, output, prom):
 
 def _prometheus(run, path):
     """The run judged as ``report`` judges it, in the text format."""
-    import calendar
-    import time
-
     from hpc_health.cli import prometheus, summaries
     from hpc_health.judge import results
     from hpc_health.run import preflight, session
+    from hpc_health.store import runsets
     site, refs = preflight.validate(run.site)
     vs = session.judge_report(results.load_report(run.dir / "report.json"), refs,
                               run.meta.get("hardware"), run=run, settings=site.settings)
-    started = None
-    for form in ("%Y-%m-%dT%H:%M:%SZ", "%Y%m%dT%H%M%SZ"):    # run.json's, a run id's
-        try:
-            started = float(calendar.timegm(time.strptime(str(run.meta.get("started")), form)))
-            break
-        except ValueError:
-            continue
-    text = prometheus.render(run.site, run.run_id, started, vs)
+    started = runsets.epoch(run.meta.get("started"))
+    ahead = dated_ahead(run)
+    text = prometheus.render(run.site, run.run_id, started, vs, ahead)
     written = summaries.write_atomically(path, text.encode())
-    click.echo(f"wrote {written}: run {run.run_id}, {len(vs)} figures", err=True)
+    click.echo(f"wrote {written}: run {escape.one_line(run.run_id)}, {len(vs)} figures"
+               + (f"; the run is {ahead}" if ahead else ""), err=True)
 
 
 def _size(n):
@@ -87,7 +82,7 @@ def import_cmd(file, wait):
     done = importer.import_file(file, wait=wait,
                                 say=lambda line: click.echo(f"hpc-health: {line}", err=True))
     for line in done.notes:
-        click.echo(f"hpc-health: note: {line}", err=True)
+        click.echo(f"hpc-health: note: {escape.one_line(line)}", err=True)
     for e, _ in done.added:
         click.echo(f"imported {e.name}")
     n = len(done.present)

@@ -4,6 +4,7 @@ import sys
 
 import click
 
+from hpc_health.cli import escape
 from hpc_health.cli.common import say_note, site_option
 from hpc_health.errors import ConfigError
 from hpc_health.judge.stats.constants import as_read
@@ -39,8 +40,11 @@ def history(site, check, var, scan_all, partition, run_set):
         runs = runsets.resolve(idx, run_set, s.name).runs if run_set else listing.runs
         if scan_all:
             # The nightly test's window unless a run set says otherwise: the
-            # same nights, the same answer as the night's DRIFTING.
-            worst = _scan_all(idx, runs if run_set else runs[-DRIFT_NIGHTS:], refs, partition)
+            # same nights (a run dated in the future is none), the same
+            # answer as the night's DRIFTING.
+            nights = runs if run_set else \
+                [r for r in runs if runsets.ahead(r) is None][-DRIFT_NIGHTS:]
+            worst = _scan_all(idx, nights, refs, partition)
         else:
             points = hist.series(idx, runs, check, var, partition)
             if not points:
@@ -63,8 +67,9 @@ def _scan_all(idx, runs, refs, partition):
     for t in found:
         step = t.worse_since
         if step:
-            click.echo(f"{t.check} {t.variable} on {t.partition}: "
-                       + _degraded(step["run"], t.started[step["index"]], step, t.better))
+            click.echo(escape.one_line(f"{t.check} {t.variable} on {t.partition}: "
+                                       + _degraded(step["run"], t.started[step["index"]], step,
+                                                         t.better)))
     if not any(t.worse_since for t in found):
         click.echo(f"no sustained step in {len(found)} figure(s)")
         return 0
@@ -86,17 +91,18 @@ def _history_of(v, points, refs):
     for (name, part), pts in by_check.items():
         step = hist.drift(pts, refs)
         start = hist.reference_start(refs, pts)
-        click.echo(f"{name} {v} on {part}")
-        click.echo(f"  steps looked for from run {pts[start]['run']}, where its reference's "
-                   "baseline begins" if 0 < start < len(pts) else
+        click.echo(escape.one_line(f"{name} {v} on {part}"))
+        click.echo(f"  steps looked for from run {escape.one_line(pts[start]['run'])}, where "
+                   "its reference's baseline begins" if 0 < start < len(pts) else
                    "  no run since its reference was captured" if start else
                    "  steps looked for over all its runs")
         for i, p in enumerate(pts):
-            click.echo(f"  {i:3d}  {p['run']}  {p['started']}  {p['value']:.4g} "
-                       f"{p['unit']}  stack {p['stack'] or '-'}")
+            click.echo(escape.one_line(f"  {i:3d}  {p['run']}  {p['started']}  {p['value']:.4g} "
+                                       f"{p['unit']}  stack {p['stack'] or '-'}"))
         if step:
             at = pts[step["index"]]
-            click.echo("  " + _degraded(at["run"], at["started"], step, at.get("better")))
+            click.echo("  " + escape.one_line(_degraded(at["run"], at["started"], step,
+                                                                at.get("better"))))
             worst = 1
         else:
             click.echo("  no sustained step found")

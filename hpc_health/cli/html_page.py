@@ -11,6 +11,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from hpc_health.cli import escape
+
 #: In the page: how many plots are drawn, the time of the first screenful
 #: (ms since navigation), and errors caught; the browser test reads them.
 _LOADER = """
@@ -69,7 +71,8 @@ div.hh-plot { min-height: 300px; border: 1px solid #eee; }
 
 
 def esc(x: Any) -> str:
-    return html.escape("" if x is None else str(x))
+    """Text for HTML: markup escaped, control characters shown as escapes."""
+    return html.escape(escape.lines("" if x is None else str(x)))
 
 
 def verdict_class(verdict: str) -> str:

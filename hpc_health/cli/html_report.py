@@ -18,6 +18,7 @@ from hpc_health.cli import table as T
 from hpc_health.cli.common import Ticker
 from hpc_health.cli.compare import broad_line
 from hpc_health.judge import verdicts as V
+from hpc_health.store import runsets
 
 
 def _order(v: V.Verdict) -> int:
@@ -48,8 +49,10 @@ def health(idx: Any, site: str, runs: Sequence[Any], refs: Any,
     """(the page, the latest run's exit code, a one-line summary) for
     *runs* (index runs, oldest first)."""
     from hpc_health.judge import comparison, results, trends
-    latest = runs[-1]
-    previous = runs[-2] if len(runs) > 1 else None
+    # The run that finished last by this machine's clock, not one dated ahead of it.
+    latest = runsets.latest(runs)[0]
+    at = list(runs).index(latest)
+    previous = runs[at - 1] if at > 0 else None
     measured = results.measurements(results.load_report(latest.dir / "report.json"))
     vs = V.judge_all(measured, refs, latest.meta.get("hardware"))
     if latest.meta.get("per_node"):

@@ -1,18 +1,27 @@
 """The ``hpc-health`` command.
 
 Exit codes (for CI): 0 healthy, 1 a performance degradation or a failed
-check, 2 a usage or configuration error, 130 interrupted.
+check, 2 a usage or configuration error, 128 + the signal for a command
+stopped by one (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
 """
 
-import json
-import os
+from hpc_health.cli import quiet_stops
 
-import click
+# The first thing the console script runs, before the imports below.
+_restore = quiet_stops()
 
-from hpc_health import __version__, parsers
-from hpc_health.cli import compare, export, history, push, reference, runs, spack
-from hpc_health.cli.common import ErrorGroup
-from hpc_health.errors import ConfigError
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+
+import click  # noqa: E402
+
+from hpc_health import __version__, parsers  # noqa: E402
+from hpc_health.cli import compare, export, history, push, reference, runs, spack  # noqa: E402
+from hpc_health.cli.common import ErrorGroup  # noqa: E402
+from hpc_health.errors import ConfigError  # noqa: E402
+
+_restore()
 
 
 @click.group(cls=ErrorGroup)
@@ -48,5 +57,18 @@ for command in (runs.run, runs.validate, runs.report, runs.runs_cmd, reference.r
     cli.add_command(command)
 
 
+def tolerant_streams():
+    """A character the locale cannot encode (`…`, `→`, a name from an
+    imported run under ISO-8859-1 or ASCII, common in cron and on older
+    clusters) is written as an escape: a table that cannot be printed must
+    not end the night before its exit code is kept."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError):     # not a text file: leave it be
+            pass
+
+
 def main():
+    tolerant_streams()
     cli(prog_name="hpc-health")

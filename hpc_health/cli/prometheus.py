@@ -8,6 +8,7 @@ import math
 import re
 from collections.abc import Sequence
 
+from hpc_health.cli import escape
 from hpc_health.judge import verdicts as V
 
 #: Declared unit -> (base-unit suffix, factor to the base unit).
@@ -30,7 +31,9 @@ def _unit(unit: str) -> tuple[str, float]:
 
 
 def _label(value: object) -> str:
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    # One line without control characters (a name from an imported run may
+    # hold any), then the format's own escapes.
+    return escape.one_line(value).replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _labels(**kv: object) -> str:
@@ -41,8 +44,11 @@ def _num(x: float) -> str:
     return repr(float(x)) if math.isfinite(x) else ("+Inf" if x > 0 else "-Inf" if x < 0 else "NaN")
 
 
-def render(site: str, run_id: str, started_s: float | None, vs: Sequence[V.Verdict]) -> str:
-    """The exposition text of one judged run."""
+def render(site: str, run_id: str, started_s: float | None, vs: Sequence[V.Verdict],
+           ahead: str = "") -> str:
+    """The exposition text of one judged run; *ahead* says it is dated in
+    the future.  A figure measured per node (``run --per-node``) carries
+    the node as a label: one series per node, not one name for all."""
     series: dict[str, list[str]] = {}
     helps = {
         "hpc_health_run_timestamp_seconds": "When the run started (Unix time).",
@@ -62,6 +68,8 @@ def render(site: str, run_id: str, started_s: float | None, vs: Sequence[V.Verdi
         m = v.measurement
         labels = dict(site=site, partition=m.partition_fullname, check=m.check,
                       figure=m.variable or "", environ=m.environ)
+        if m.node:
+            labels["node"] = m.node
         for s in STATES:
             add("hpc_health_verdict", _labels(**labels, state=s), 1.0 if v.verdict == s else 0.0)
         if m.variable is None or m.value is None:
@@ -76,7 +84,8 @@ def render(site: str, run_id: str, started_s: float | None, vs: Sequence[V.Verdi
             add(ref, _labels(**labels), m.ref * factor)
         if v.mdc is not None:
             add("hpc_health_mdc_ratio", _labels(**labels), v.mdc)
-    out = []
+    out = [f"# hpc-health: run {escape.one_line(run_id)} is {escape.one_line(ahead)}"] \
+        if ahead else []
     for name, lines in series.items():
         out += [f"# HELP {name} {helps.get(name, name)}", f"# TYPE {name} gauge", *lines]
     return "\n".join(out) + "\n"

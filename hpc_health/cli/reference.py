@@ -2,6 +2,7 @@
 
 import click
 
+from hpc_health.cli import escape
 from hpc_health.cli.common import site_option
 from hpc_health.errors import ConfigError
 
@@ -67,7 +68,7 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, re
                                 s.settings.get("reference_max_mdc") or capture.MAX_MDC,
                                 s.settings.get("false_alarm_budget") or capture.FALSE_ALARM_BUDGET)
     for line in capture.diff_lines(old, proposals):
-        click.echo(line)
+        click.echo(escape.one_line(line))     # names from the stored runs
     click.echo(capture.summary_line(proposals))
     if not capture.summary(proposals)[0]:
         click.echo("capture: no figure of these runs can be given a reference (reasons above); "
@@ -113,7 +114,7 @@ def reference_show(site):
     if left:
         click.echo(f"No reference ({len(left)}):")
         for test, key, why in left:
-            click.echo(f"  {test} {key}: {why}")
+            click.echo(escape.one_line(f"  {test} {key}: {why}"))
 
 
 def _leaves(node, depth, path=()):

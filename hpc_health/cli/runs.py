@@ -5,7 +5,8 @@ from pathlib import Path
 
 import click
 
-from hpc_health.cli.common import say_note, site_option
+from hpc_health.cli import escape
+from hpc_health.cli.common import dated_ahead, say_note, site_option
 from hpc_health.errors import ConfigError
 
 
@@ -108,10 +109,9 @@ def report(site, run_sets, html_file, markdown, junit_file):
                 other = sites.load(chosen.site) if chosen.site in sites.available() else None
                 refs = preflight.validate(other.name)[1] if other else None
         else:
-            runs = listing.runs[-1:]
+            runs = runsets.latest(listing.runs)
     if not runs:
-        raise ConfigError(rundirs.runs_dir(s.name), "no stored run with a readable report"
-                          + (f" ({listing.note()})" if listing.damaged else ""))
+        raise ConfigError(rundirs.runs_dir(s.name), runsets.unreadable(listing, s.name))
     code = 0
     judged = []
     order = [x.run_id for x in listing.runs]
@@ -131,20 +131,24 @@ def report(site, run_sets, html_file, markdown, junit_file):
                 [prev], [r], [results.measurements(results.load_report(prev.dir / "report.json")),
                               measured])
             click.echo(summaries.markdown(r.site, r.run_id, vs, stack, specs,
-                                          prev.run_id if prev else None))
+                                          prev.run_id if prev else None, dated_ahead(r)))
             continue
         tags = f", tags {','.join(r.tags)}" if r.tags else ""
-        click.echo(f"run {r.run_id} on {r.meta.get('hostname')} started "
-                   f"{r.meta.get('started')}{tags}")
+        ahead = f"; {dated_ahead(r)}" if dated_ahead(r) else ""
+        click.echo(escape.one_line(f"run {r.run_id} on {r.meta.get('hostname')} started "
+                                   f"{r.meta.get('started')}{tags}{ahead}"))
         click.echo(table.render(vs))
         # What the run found across nights, as it found it (not re-tested).
         for d in r.meta.get("drifting") or ():
-            click.echo(f"DRIFTING  {d['check']}  {d['variable']} on {d['partition']}: since run "
-                       f"{d['since']}: {100 * d['change']:+.1f} %, {d['runs']} runs "
-                       f"(found by this run)")
+            click.echo(escape.one_line(
+                f"DRIFTING  {d['check']}  {d['variable']} on {d['partition']}: since run "
+                f"{d['since']}: {100 * d['change']:+.1f} %, {d['runs']} runs (found by this run)"))
     if junit_file:
-        written = summaries.write_atomically(junit_file, summaries.junit(s.name, judged))
+        ahead = {r.run_id: dated_ahead(r) for r in runs if dated_ahead(r)}
+        written = summaries.write_atomically(junit_file, summaries.junit(s.name, judged, ahead))
         click.echo(f"wrote {written} ({sum(len(vs) for _, vs in judged)} test cases)", err=True)
+        for rid, why in ahead.items():
+            click.echo(f"hpc-health: run {escape.one_line(rid)} is {why}", err=True)
     sys.exit(code)
 
 
@@ -163,14 +167,18 @@ def runs_cmd(site, run_set, ids_only):
         say_note(idx.listing(rs.site))
     for r in rs.runs:
         if ids_only:
-            click.echo(r.run_id)
+            click.echo(escape.one_line(r.run_id))
             continue
         m = r.meta
         tags = ",".join(r.tags)
-        click.echo(f"{rs.site}:{r.run_id}  {m.get('started', '')}  exit {m.get('exit_code')}  "
-                   f"{m.get('verdicts', '')}" + (f"  tags {tags}" if tags else "")
-                   + (f"  note {m['note']!r}" if m.get("note") else "")
-                   + ("  (imported)" if m.get("imported") else ""))
+        # Each field one line: a tag or a note from an imported run must
+        # not forge a line of this listing, nor reach the terminal raw.
+        click.echo(escape.one_line(
+            f"{rs.site}:{r.run_id}  {m.get('started', '')}  exit {m.get('exit_code')}  "
+            f"{m.get('verdicts', '')}" + (f"  tags {tags}" if tags else "")
+            + (f"  note {m['note']!r}" if m.get("note") else "")
+            + ("  (imported)" if m.get("imported") else "")
+            + (f"  {dated_ahead(r)}" if dated_ahead(r) else "")))
 
 
 def _html(site, run_sets, html_file):

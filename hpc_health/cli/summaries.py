@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hpc_health.cli import table
+from hpc_health.cli import escape, table
 from hpc_health.errors import ConfigError
 from hpc_health.judge import verdicts as V
 
@@ -25,15 +25,26 @@ def state(vs: Sequence[V.Verdict]) -> str:
 
 
 def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """One cell of a Markdown table: one line, no control character, no
+    column break."""
+    return escape.one_line(text).replace("|", "\\|")
+
+
+def _code(text: Any) -> str:
+    """Text inside a Markdown code span: one line, no backquote to end it."""
+    return escape.one_line(text).replace("`", "'")
 
 
 def markdown(site: str, run_id: str, vs: Sequence[V.Verdict],
              stack: Sequence[tuple[str, str, str]] = (), specs: Sequence[tuple] = (),
-             previous: str | None = None) -> str:
+             previous: str | None = None, ahead: str = "") -> str:
     """The verdict line, the failing rows with their reasons, and what of the
-    software stack changed since *previous* (the run before)."""
-    lines = [f"### hpc-health `{site}` run `{run_id}`: **{state(vs)}** ({table.summary(vs)})", ""]
+    software stack changed since *previous* (the run before); *ahead* says
+    the run is dated in the future."""
+    lines = [f"### hpc-health `{_code(site)}` run `{_code(run_id)}`: **{state(vs)}** "
+             f"({table.summary(vs)})", ""]
+    if ahead:
+        lines += [f"**Run `{_code(run_id)}` is {_cell(ahead)}.**", ""]
     bad = [v for v in vs if v.verdict in FAILING]
     if bad:
         lines += ["| check | partition | environ | figure | value | reference | dev % | verdict "
@@ -47,15 +58,19 @@ def markdown(site: str, run_id: str, vs: Sequence[V.Verdict],
     if previous:
         lines += ["", f"**Software stack since run `{previous}`:** "
                   + ("unchanged." if not (stack or specs) else "")]
-        lines += [f"- {what}: `{a}` → `{b}`" for what, a, b in stack]
-        lines += [f"- Spack {change} `{name}`: `{a}` → `{b}`" for change, name, a, b in specs]
+        lines += [f"- {_cell(what)}: `{_code(a)}` → `{_code(b)}`" for what, a, b in stack]
+        lines += [f"- Spack {_cell(change)} `{_code(name)}`: `{_code(a)}` → `{_code(b)}`"
+                  for change, name, a, b in specs]
     return "\n".join(lines) + "\n"
 
 
-def junit(site: str, runs: Sequence[tuple[str, Sequence[V.Verdict]]]) -> bytes:
+def junit(site: str, runs: Sequence[tuple[str, Sequence[V.Verdict]]],
+          ahead: Mapping[str, str] | None = None) -> bytes:
     """JUnit XML: a test suite per run, a test case per judged figure (a
     check without figures is one case); DEGRADED, FAIL and OUTLIER are
-    failures with their reason, SKIPPED and NO-REFERENCE skipped."""
+    failures with their reason, SKIPPED and NO-REFERENCE skipped.  A run
+    of *ahead* (run id: why) says it is dated in the future, as a property
+    of its suite."""
     root = ET.Element("testsuites", name=f"hpc-health {site}")
     for run_id, vs in runs:
         suite = ET.SubElement(root, "testsuite", name=f"hpc-health {site} {run_id}",
@@ -63,6 +78,10 @@ def junit(site: str, runs: Sequence[tuple[str, Sequence[V.Verdict]]]) -> bytes:
                               failures=str(sum(v.verdict in FAILING for v in vs)),
                               skipped=str(sum(v.verdict in NOT_JUDGED for v in vs)),
                               errors="0")
+        if (ahead or {}).get(run_id):
+            props = ET.SubElement(suite, "properties")
+            ET.SubElement(props, "property", name="hpc-health.dated_in_the_future",
+                          value=(ahead or {})[run_id])
         for v in vs:
             m = v.measurement
             case = ET.SubElement(suite, "testcase", classname=f"{site}.{m.check}",
@@ -77,6 +96,12 @@ def junit(site: str, runs: Sequence[tuple[str, Sequence[V.Verdict]]]) -> bytes:
                 ET.SubElement(case, "skipped", message=f"{v.verdict}: {v.reason}"[:500])
             else:
                 ET.SubElement(case, "system-out").text = text
+    # Names and reasons come from stored or imported runs: whatever they
+    # hold, the file must parse (ElementTree writes control characters raw).
+    for element in root.iter():
+        element.attrib = {k: escape.xml(v) for k, v in element.attrib.items()}
+        if element.text:
+            element.text = escape.xml(element.text)
     ET.indent(root)
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 

@@ -3,6 +3,8 @@
 import math
 import re
 
+from hpc_health.cli import escape
+
 COLUMNS = ("check", "partition", "environ", "variable", "value", "reference",
            "bounds", "dev %", "MDC %", "noise (runs+nights, df)", "verdict")
 
@@ -47,7 +49,10 @@ def rows(verdicts):
 
 
 def columns(header, body):
-    """Lines of a plain text table, each column as wide as its widest cell."""
+    """Lines of a plain text table, each column as wide as its widest cell.
+    A cell is one line without control characters, whatever a stored or
+    imported run holds."""
+    body = [[escape.one_line(c) for c in r] for r in body]
     widths = [max(len(c), *(len(r[i]) for r in body)) if body else len(c)
               for i, c in enumerate(header)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths)).rstrip(),
@@ -109,7 +114,7 @@ def notes(verdicts):
         else:
             lines.append(f"{verdict} ({len(checks)}): {reason}")
             lines.append(f"    {', '.join(checks)}")
-    return lines
+    return [escape.one_line(line) for line in lines]
 
 
 def summary(verdicts):

@@ -8,7 +8,7 @@ import time
 
 from hpc_health.judge import verdicts
 from hpc_health.site import hardware, spack_kit
-from hpc_health.store import capture
+from hpc_health.store import capture, rundirs
 
 
 def header(site, run_dir, run_hw, refs, base, rounds, partition=None):
@@ -24,6 +24,13 @@ def header(site, run_dir, run_hw, refs, base, rounds, partition=None):
     else:
         lines.append(f"  references: {refs.path}")
     lines.append(f"  Spack:      {spack_line(site)}")
+    lost = rundirs.unfinished_before(run_dir)
+    if lost:
+        rid, meta = lost
+        lines.append(f"  previous:   run {rid} (started {meta.get('started')}) never finished: "
+                     "its process was killed (kill -9, the OOM killer) or the machine stopped "
+                     f"before it closed the run; that night is lost, what it left is in "
+                     f"{run_dir.parent / rid}")
     if rounds > 1:
         lines.append(f"  rounds:     {rounds} (the session runs {rounds} times)")
     return lines

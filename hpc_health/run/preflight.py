@@ -47,11 +47,38 @@ def check_free_space(path, need_mib=MIN_FREE_MIB):
     probe = Path(path)
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
-    free = shutil.disk_usage(probe).free / 2**20
+    usage = shutil.disk_usage(probe)
+    if usage.total == 0:
+        # /proc, /sys, a cgroup tree: "0.0 MiB free" would send someone to
+        # free space on a file system that holds no files at all.
+        kind = _fs_type(probe)
+        raise ConfigError(path, f"{probe} is on {kind or 'a file system'} of size 0, a kernel's "
+                          "view and not a disk: it cannot hold a run; point HPC_HEALTH_STORE "
+                          "at a directory on a disk")
+    free = usage.free / 2**20
     if free < need_mib:
         raise ConfigError(path, f"only {free:.1f} MiB free in {probe}; a run needs "
                           f"{need_mib} MiB (builds, stage directories, outputs): free space "
                           "or point HPC_HEALTH_STORE elsewhere")
+
+
+def _fs_type(path):
+    """'proc', 'sysfs', ... of the mount holding *path* (/proc/self/mounts),
+    or ''."""
+    best, kind = "", ""
+    try:
+        with open("/proc/self/mounts") as fp:
+            for line in fp:
+                fields = line.split()
+                if len(fields) < 3:
+                    continue
+                point = fields[1].replace("\\040", " ")
+                inside = str(path) == point or str(path).startswith(point.rstrip("/") + "/")
+                if inside and len(point) >= len(best):
+                    best, kind = point, fields[2]
+    except OSError:
+        return ""
+    return f"a {kind} file system ({best})" if kind else ""
 
 
 def check_site_paths(site):

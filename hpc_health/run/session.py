@@ -45,7 +45,7 @@ from hpc_health.run.provenance import (
 )
 from hpc_health.run.signals import StopNow, Stopped, StopSignals, stop_process_group
 from hpc_health.site.spack_kit import find_spack
-from hpc_health.store import baseline, capture, index, rundirs
+from hpc_health.store import baseline, capture, index, rundirs, runsets
 
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 #: Tonight passed, but a figure has stayed worse over the recent runs.
@@ -134,8 +134,11 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
             # ReFrame in its own process group: a stop reaches every benchmark
             # it started, and a Ctrl-C at the terminal reaches only us, who
             # pass it on.
+            # errors="replace": under an ASCII locale a byte ReFrame or a
+            # benchmark wrote in UTF-8 must not end the reading of its output.
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, bufsize=1, env=env, start_new_session=True,
+                                    text=True, errors="replace", bufsize=1, env=env,
+                                    start_new_session=True,
                                     preexec_fn=functools.partial(processes.child_setup,
                                                                  os.getpid()))
             for line in proc.stdout:
@@ -189,10 +192,13 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
         if proc is None:
             print("\nhpc-health: stopped while Spack built, before any check ran; "
                   f"the builds' output is in {run_dir / 'prebuild'}", file=sys.stderr)
+            _keep_why(run_dir, meta, f"stopped by {meta.get('stopped_by')} while Spack built, "
+                      "before any check ran")
             return meta["exit_code"]
         if interrupted and log.lost is None and not _started_a_check(run_dir / "reframe.out"):
             print(f"\nhpc-health: stopped by {meta['stopped_by']} before ReFrame ran a check; "
                   f"its output is in {run_dir / 'reframe.out'}", file=sys.stderr)
+            _keep_why(run_dir, meta, f"stopped by {meta['stopped_by']} before ReFrame ran a check")
             return meta["exit_code"]
         if proc.returncode == 0 and log.lost is None and \
                 _ran_no_check(run_dir / "reframe.out"):
@@ -211,6 +217,7 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
                 if filled else "")
         print(f"\nhpc-health: ReFrame exited with {proc.returncode}: {unreadable}{full}; "
               f"ReFrame's last lines:\n{tail}", file=sys.stderr)
+        _keep_why(run_dir, meta, f"ReFrame exited with {proc.returncode}: {unreadable}{full}")
         return meta["exit_code"]
 
     measurements = results.measurements(report)
@@ -272,6 +279,17 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
     return code
 
 
+def _keep_why(run_dir, meta, why):
+    """Why a run ended without a report, in its run.json: what ``runs``
+    says of it later.  A disk still full keeps the line unsaid, not the run
+    (run.json with its exit code is written already)."""
+    meta["why"] = why
+    try:
+        rundirs.write_json(run_dir / "run.json", meta)
+    except OSError:
+        pass
+
+
 def _ran_no_check(reframe_out):
     try:
         return "Running 0 check(s)" in reframe_out.read_text(errors="replace")
@@ -330,7 +348,11 @@ def _across_nights(site, refs, run_id):
     tests, said on stderr, not the night."""
     try:
         with index.open_index() as idx:
-            return drift.across_nights(idx, idx.listing(site.name).runs, refs, run_id,
+            # A run dated in the future would be the last of every series,
+            # and tonight never: it is no night of the series.
+            stored = [r for r in idx.listing(site.name).runs
+                      if r.run_id == run_id or runsets.ahead(r) is None]
+            return drift.across_nights(idx, stored, refs, run_id,
                                        site.settings.get("false_alarm_budget")
                                        or FALSE_ALARM_BUDGET)
     except Exception as err:     # any: the night is judged and kept already

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
-from hpc_health import paths
+from hpc_health import paths, processes
+from hpc_health.errors import ConfigError
 from hpc_health.store import rundirs
 
 
@@ -38,3 +42,18 @@ def record(url: str, done: set[str]) -> None:
     path = _file(url)
     path.parent.mkdir(parents=True, exist_ok=True)
     rundirs.write_json(path, {"acknowledged": sorted(done)})
+
+
+def pushing(url: str, wait: float,
+            say: Callable[[str], Any]) -> AbstractContextManager[None]:
+    """One push to a destination at a time: two pushes at once would both
+    read the same runs as not yet acknowledged and send them twice.  Waits
+    up to *wait* seconds for another, saying so, then refuses."""
+    path = _file(url).with_suffix(".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return processes.held(
+        path, wait,
+        lambda holder: say(f"another push to this URL is running ({holder}): waiting up to "
+                           f"{wait:g} s for it to finish"),
+        lambda holder: ConfigError(path, f"another push to this URL ({holder}) still runs "
+                                   f"after {wait:g} s: nothing sent; its runs are sent by it"))

@@ -73,6 +73,9 @@ class Listing:
     """Readable runs (oldest first) and the damaged ones, with why."""
     runs: list = field(default_factory=list)
     damaged: list = field(default_factory=list)     # [(site, run id, reason)]
+    # Runs that ended without a report (a configuration error, a stop
+    # before any check, a store that filled): [(site, run id, why)].
+    incomplete: list = field(default_factory=list)
 
     def note(self) -> str:
         if not self.damaged:
@@ -278,6 +281,8 @@ class Index:
                 out.runs.append(Run(s, rid, started, json.loads(meta)))
             elif state == "damaged":
                 out.damaged.append((s, rid, reason))
+            elif state == "incomplete":
+                out.incomplete.append((s, rid, reason))
         return out
 
     def sites(self) -> list[str]:
@@ -387,7 +392,8 @@ def _read_run(run_dir):
                            "stopped): no verdicts"), meta, None
     if meta.get("exit_code") not in rundirs.JUDGED_EXITS or \
             not (run_dir / "report.json").exists():
-        return "incomplete", "no run report (a configuration error or an early stop)", meta, None
+        return "incomplete", str(meta.get("why") or "no run report (a configuration error or "
+                                 "an early stop)"), meta, None
     try:
         report = results.load_report(run_dir / "report.json")
     except ConfigError as err:

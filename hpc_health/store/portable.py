@@ -51,7 +51,7 @@ from typing import Any
 from hpc_health import __version__
 from hpc_health.errors import ConfigError
 from hpc_health.judge import results
-from hpc_health.store import rundirs
+from hpc_health.store import bounded_gzip, rundirs
 
 FORMAT = "hpc-health-export"
 #: Bumped when a reader of this version would misread a newer file.
@@ -298,21 +298,6 @@ def max_import_bytes() -> int:
         raise ConfigError(_MAX_VAR, f"{os.environ[_MAX_VAR]!r} is not a number of MiB") from None
 
 
-def _gunzip(raw: bytes, limit: int) -> bytes:
-    """gzip members of *raw* unpacked, stopping one byte past *limit*."""
-    out, data, size = [], raw, 0
-    while data:
-        unpack = zlib.decompressobj(wbits=31)
-        out.append(unpack.decompress(data, limit + 1 - size))
-        size += len(out[-1])
-        if size > limit:
-            break
-        if not unpack.eof:
-            raise EOFError
-        data = unpack.unused_data
-    return b"".join(out)
-
-
 def read(path: str | Path) -> Export:
     """The verified :class:`Export` in *path*; ConfigError naming the file
     (and the run) when it is foreign, truncated, damaged, of a newer format
@@ -331,16 +316,22 @@ def read(path: str | Path) -> Export:
     except OSError as err:
         raise ConfigError(path, f"cannot read: {err.strerror or err}") from None
     compressed = raw[:2] == _GZIP_MAGIC
+    too_big = False
     if compressed:
         try:
-            raw = _gunzip(raw, limit)
+            unpacked = bounded_gzip.gunzip(raw, limit)
         except EOFError:
             raise ConfigError(path, "truncated: the compressed data ends early (an "
                               "interrupted copy?); copy the file again") from None
         except (OSError, zlib.error) as err:
             raise ConfigError(path, f"damaged compressed data ({err}); copy the file "
                               "again") from None
-    if len(raw) > limit:
+        except MemoryError:
+            raise ConfigError(path, f"needs more memory to unpack than this process may use "
+                              f"(a memory limit, ulimit -v?): export fewer runs per file, or "
+                              f"set {_MAX_VAR} (MiB) lower") from None
+        too_big, raw = unpacked is None, unpacked or b""
+    if too_big or len(raw) > limit:
         raise ConfigError(path, f"unpacks to more than {limit >> 20} MiB (a year of nightly "
                           "runs is far less): export fewer runs per file, or set "
                           f"{_MAX_VAR} (MiB) higher")

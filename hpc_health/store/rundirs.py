@@ -113,6 +113,25 @@ def alive(meta: dict[str, Any]) -> bool:
     return processes.alive(pid)
 
 
+def unfinished_before(run_dir: Path) -> tuple[str, dict[str, Any]] | None:
+    """(run id, run.json) of the run stored just before *run_dir* when it
+    never finished (killed with -9, the OOM killer, a machine that stopped),
+    else None.  Only the previous directory is read: a run starts in a
+    second, whatever the store holds."""
+    earlier = [d.name for d in run_dir.parent.iterdir()
+               if d.is_dir() and not d.name.startswith(".") and d.name < run_dir.name]
+    if not earlier:
+        return None
+    prev = run_dir.parent / max(earlier)
+    try:
+        meta = json.loads((prev / "run.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or "exit_code" in meta or alive(meta):
+        return None
+    return prev.name, meta
+
+
 def scan(site: str | None = None) -> Scan:
     """Every stored run of *site* (or all sites), sorted by start."""
     found = Scan()

@@ -8,6 +8,10 @@
     SITE      a site name (default: the command's site); a bare site name
               means its latest run
 
+``latest`` is the run that finished most recently by this machine's clock:
+a run dated after now (a clock that was wrong, an import from a machine
+whose clock is) is never the latest, or it would stay so for years;
+:func:`ahead` says which runs are.
 ``A..B`` is every run from A to B (by start time, both included);
 ``since:DATE`` every run started on or after DATE (``2026-11-01`` or
 ``2026-11-01T12:00``); ``since:RUN_ID`` that run and every later one.
@@ -18,16 +22,18 @@ candidates.
 
 from __future__ import annotations
 
+import calendar
 import difflib
 import re
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from hpc_health.errors import ConfigError
 
 if TYPE_CHECKING:
-    from hpc_health.store.index import Index, Run
+    from hpc_health.store.index import Index, Listing, Run
 
 _KEYWORDS = ("last", "tag", "since")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}(T\d{2}(:?\d{2}(:?\d{2})?)?Z?)?$")
@@ -72,6 +78,8 @@ def resolve(idx: Index, text: str, default_site: str,
     listing = idx.listing(site)
     runs = listing.runs
     if not runs:
+        if listing.incomplete or listing.damaged:
+            raise ConfigError(text, unreadable(listing, site))
         stored = idx.sites()
         raise ConfigError(text, f"no stored run of site {site!r}" +
                           (f" (sites with runs: {', '.join(stored)})" if stored else
@@ -85,10 +93,21 @@ def resolve(idx: Index, text: str, default_site: str,
     return RunSet(text, site, partition, chosen)
 
 
+def unreadable(listing: Listing, site: str) -> str:
+    """What became of a site's stored runs when none has a readable report
+    (a store that filled, a run killed, a configuration error)."""
+    ended = listing.incomplete + listing.damaged
+    if not ended:
+        return f"no stored run of site {site!r}"
+    _, last, why = max(ended, key=lambda e: e[1])
+    return (f"no run of site {site!r} with a readable report: {len(ended)} stored run(s) "
+            f"ended without one; the last, {last}: {why}")
+
+
 def select(runs: list[Run], selector: str, text: str) -> list[Run]:
     ids = [r.run_id for r in runs]
     if selector == "latest":
-        return runs[-1:]
+        return latest(runs)
     kind, sep, arg = selector.partition(":")
     if sep and kind == "last":
         if not arg.isdigit() or int(arg) < 1:
@@ -134,3 +153,48 @@ def _nearest(word, candidates):
         near = sorted(candidates)[-3:]
         return f"; the latest: {', '.join(near)}" if near else ""
     return f"; did you mean {', '.join(near)}?"
+
+
+#: How a run's times are written: run.json's, and a run id's.
+_STAMPS = ("%Y-%m-%dT%H:%M:%SZ", "%Y%m%dT%H%M%SZ")
+
+
+def epoch(stamp: object) -> float | None:
+    """Seconds since 1970 of a run's time (run.json's, or a run id's with
+    or without its ``-N``), or None."""
+    text = str(stamp or "")
+    second = re.fullmatch(r"(\d{8}T\d{6}Z)-\d+", text)    # a second run in that second
+    text = second.group(1) if second else text
+    for form in _STAMPS:
+        try:
+            return float(calendar.timegm(time.strptime(text, form)))
+        except ValueError:
+            continue
+    return None
+
+
+def ahead(run: Run, now: float | None = None) -> str | None:
+    """The first of the run's times (start, end, its id) that lies after
+    *now* (this machine's clock), or None."""
+    now = time.time() if now is None else now
+    for stamp in (run.meta.get("started"), run.meta.get("finished"), run.run_id):
+        at = epoch(stamp)
+        if at is not None and at > now:
+            return str(stamp)
+    return None
+
+
+def latest(runs: Sequence[Run], now: float | None = None) -> list[Run]:
+    """[the run of *runs* that finished last by this machine's clock], runs
+    dated after *now* left out unless every run is; [] for no runs."""
+    now = time.time() if now is None else now
+    past = [(i, r) for i, r in enumerate(runs) if ahead(r, now) is None] or \
+        list(enumerate(runs))
+    if not past:
+        return []
+
+    def when(item: tuple[int, Run]) -> tuple[float, int]:
+        i, r = item
+        at = epoch(r.meta.get("finished")) or epoch(r.meta.get("started")) or epoch(r.run_id)
+        return (at if at is not None else float("-inf"), i)
+    return [max(past, key=when)[1]]
