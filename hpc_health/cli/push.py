@@ -203,10 +203,10 @@ def push(site, url, retries, timeout, wait, token_file):
         runs = idx.listing(s.name).runs
     with acks.pushing(url, wait, lambda line: click.echo(f"push: {line}", err=True)):
         # Read under the lock: what another push sent meanwhile is not sent again.
-        _push(s.name, runs, refs, url, token, retries, timeout)
+        _push(s, runs, refs, url, token, retries, timeout)
 
 
-def _push(site_name, runs, refs, url, token, retries, timeout):
+def _push(site, runs, refs, url, token, retries, timeout):
     from hpc_health.judge import results
     from hpc_health.run import session
     from hpc_health.store import acks
@@ -216,7 +216,7 @@ def _push(site_name, runs, refs, url, token, retries, timeout):
     tick = Ticker("push: runs sent", len(queue))
     for i, r in enumerate(queue):
         vs = session.judge_report(results.load_report(r.dir / "report.json"), refs,
-                                  r.meta.get("hardware"), run=r, settings=s.settings)
+                                  r.meta.get("hardware"), run=r, settings=site.settings)
         body = json.dumps(records(r, vs)).encode()
         for attempt in range(retries + 1):
             why = _send(url, body, token, timeout, idempotency_key(r))
@@ -224,14 +224,14 @@ def _push(site_name, runs, refs, url, token, retries, timeout):
                 break       # taken, or sent elsewhere: another try changes nothing
             time.sleep(min(2.0 ** attempt, 5.0) if attempt < retries else 0)
         if why:
-            click.echo(f"push: the server {why}; {len(queue) - i} run(s) of {site_name} wait for "
+            click.echo(f"push: the server {why}; {len(queue) - i} run(s) of {site.name} wait for "
                        f"{_safe(url)} and are sent by the next push ({sent} sent now)", err=True)
             raise SystemExit(1)
         done.add(f"{r.site}/{r.run_id}")
         acks.record(url, done)
         sent += 1
         tick()
-    click.echo(f"push: {sent} run(s) of {site_name} sent to {_safe(url)}; "
+    click.echo(f"push: {sent} run(s) of {site.name} sent to {_safe(url)}; "
                f"{len(runs) - len(queue)} already there")
 
 
