@@ -103,8 +103,9 @@ def reference_show(site):
                      f"{'+inf' if upper is None else f'{100 * upper:+.0f}%'}]"
             info = ", ".join(f"{k} {len(v) if isinstance(v, list) else v}"
                              for k, v in prov.items() if k in
-                             ("captured", "runs", "samples", "spread", "between_run_spread", "stack",
-                              "estimator", "mdc"))
+                             ("captured", "runs", "samples", "night_spread", "night_df",
+                              "prior_df", "effective", "spread", "between_run_spread", "stack",
+                              "estimator", "mdc", "mdc_one_night"))
             click.echo(f"  {'/'.join(str(k) for k in path[:-1])}  {var} = {value:g} {unit} "
                        f"{bounds}  {info or 'no provenance'}")
             if prov.get("weak"):

@@ -70,8 +70,8 @@ def render(verdicts, show_reasons=True):
 
 
 _WEAK = ("its reference catches only changes of its MDC or more (the MDC column), above "
-         "the site's reference_max_mdc; `hpc-health reference show` says how many more "
-         "baseline runs each needs, then capture again from them")
+         "the site's reference_max_mdc; every quiet night adds to what its spread rests on "
+         "(the noise column), and its MDC falls as the nights pass")
 
 # "OsuBuild skipped: <reason>": a dependent's reason is its build's.
 _INHERITED = re.compile(r"^\w+ (skipped|failed): ")

@@ -108,14 +108,14 @@ def next_step(site, verdict_list, base, run_dir, adopted=False, drifts=(), whole
         return (f"Next: run again: {base.label} on this hardware; after "
                 f"{base.needed} runs of each check the run prints the command that turns "
                 "them into references (or run with --adopt-baseline)")
-    # Weak references before SKIPPED: more runs fix the one, while a check
+    # Weak references before SKIPPED: more nights fix the one, while a check
     # skipped for want of a second node stays skipped on this machine.
     weak = sum(v.tag == "weak reference" for v in verdict_list)
     if weak:
         return (f"Next: nothing failed; {weak} figure(s) have weak references (WEAK REFERENCE "
-                f"above): keep running; `hpc-health reference show --site {site.name}` says how "
-                f"many baseline runs each needs, then capture again from them "
-                f"(hpc-health reference capture --site {site.name} --from last:N --write)")
+                f"above): keep running nightly: every quiet night adds to what their spread "
+                f"rests on (the noise column) and their MDC falls; `hpc-health reference show "
+                f"--site {site.name}` says what each caught at capture")
     if counts.get(verdicts.SKIPPED):
         return "Next: the SKIPPED lines above say what is missing for those checks."
     if counts.get(verdicts.IMPROVED):
@@ -132,8 +132,8 @@ def adoption_lines(base, written, proposals):
              f"hpc-health: baseline of {len(base.chosen())} runs: no figure could be given a "
              f"reference; nothing written"]
     if weak:
-        lines.append(f"  {weak} of them weak (they catch only large changes; each says how many "
-                     f"more runs would do): hpc-health reference show")
+        lines.append(f"  {weak} of them weak (they catch only large changes; each nightly run "
+                     f"adds to their spread's degrees of freedom): hpc-health reference show")
     for (test, _, values, var), prop in proposals.items():
         if "leaf" not in prop:
             why = prop.get("no_reference") or prop.get("error")
