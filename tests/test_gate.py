@@ -149,3 +149,44 @@ def test_broadly_worse_keeps_its_share_of_the_budget_with_ten_nights_of_history(
         fired += night is not None and night.word == broad.BROADLY_WORSE
     share = gate.night_budget() * gate.SHARE_BROAD
     assert fired / trials < 3 * share and fired / trials < 1 / 38 / 4
+
+
+def _captured_and_tonight(tmp_path, tolerance=None):
+    """Five runs of two recorded figures captured and written as a site's
+    reference file; the sixth run judged by judge_all."""
+    from store_fixtures import case
+
+    from hpc_health.judge import results, verdicts
+    from hpc_health.store import capture, references
+    triad, lat = series("stream_triad_1t"), series("osu_latency_4KiB")
+    found = {}
+    for name, var, vals, unit, better in (("StreamTriadScaling", "triad", triad, "MB/s",
+                                           "higher"),
+                                          ("OsuPointToPoint", "latency_4KiB", lat, "us",
+                                           "lower")):
+        found[(name, ("$partition", "$environ"), ("local:default", "gnu-mpi"), var)] = {
+            "unit": unit, "better": better, "runs": [f"r{k}" for k in range(5)],
+            "samples_by_run": [vals[3 * k:3 * k + 3] for k in range(5)], "busy_by_run": [0] * 5}
+    proposals = capture.propose(found)
+    capture.write(tmp_path / "local.yaml", capture.merge({}, proposals))
+    refs = references.load(tmp_path / "local.yaml")
+    report = {"runs": [{"testcases": [case("StreamTriadScaling", "triad", triad[20] * 0.5, "MB/s"),
+                                      case("OsuPointToPoint", "latency_4KiB", lat[20], "us")]}]}
+    ms = results.measurements(report)
+    settings = {"tolerance": tolerance} if tolerance else {}
+    return proposals, verdicts.judge_all(ms, refs, settings=settings)
+
+
+def test_capture_and_the_first_judged_run_print_the_same_mdc(tmp_path):
+    proposals, vs = _captured_and_tonight(tmp_path)
+    mdcs = {k[0]: p["provenance"]["mdc"] for k, p in proposals.items()}
+    for v in vs:
+        assert v.mdc == pytest.approx(mdcs[v.measurement.test], rel=1e-3)
+        assert v.noise.endswith("5+0 df 4"), v.noise
+    verdict = {v.measurement.test: v.verdict for v in vs}
+    assert verdict == {"StreamTriadScaling": "DEGRADED", "OsuPointToPoint": "PASS"}
+
+
+def test_a_sites_tolerance_reaches_the_verdict(tmp_path):
+    _, vs = _captured_and_tonight(tmp_path, tolerance={"StreamTriadScaling/triad": -0.6})
+    assert {v.measurement.test: v.verdict for v in vs}["StreamTriadScaling"] == "PASS"
