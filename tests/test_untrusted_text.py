@@ -249,7 +249,8 @@ def test_a_run_dated_in_the_future_does_not_hide_tonights_drift(tmp_path, monkey
     tonight = sorted(p.name for p in (store_dir / "runs" / "local").iterdir())[-1]
     write_run(store_dir, "local", "20991231T000000Z", [case(*TRIAD_KEY[:2], 1.0, "MB/s")],
               started="20991231T000000Z")
-    found, _ = session._across_nights(SimpleNamespace(name="local"), None, tonight)
+    found, _ = session._across_nights(SimpleNamespace(name="local", settings={}), None,
+                                      tonight)
     assert [(d.trend.check, d.trend.variable) for d in found] == [TRIAD_KEY[:2]]
 
 

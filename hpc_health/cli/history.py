@@ -7,7 +7,7 @@ import click
 from hpc_health.cli import escape
 from hpc_health.cli.common import say_note, site_option
 from hpc_health.errors import ConfigError
-from hpc_health.judge.stats.constants import as_read
+from hpc_health.judge.figures import as_read
 
 
 @click.command()

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hpc_health.judge import verdicts as V
-from hpc_health.judge.stats.constants import as_read
+from hpc_health.judge.figures import as_read
 
 THIS, PREVIOUS, REFERENCE = "#1f5fa8", "#9a9a9a", "#2e8b57"
 WORSE, SHIFT, STACK = "#c0392b", "#7f7f7f", "#8e44ad"

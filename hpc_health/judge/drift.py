@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from hpc_health.judge import broad
 from hpc_health.judge import trends as trend_mod
-from hpc_health.judge.stats.constants import MEDIAN_EFFICIENCY, as_read
+from hpc_health.judge.figures import as_read
+from hpc_health.judge.stats.constants import MEDIAN_EFFICIENCY
 from hpc_health.judge.stats.gate import FALSE_ALARM_BUDGET
 
 if TYPE_CHECKING:

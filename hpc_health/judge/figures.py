@@ -12,6 +12,7 @@ This module is part of the core: it imports no ReFrame.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -131,3 +132,12 @@ def validate_all(owner: str, figures: Sequence[Figure], attrs: Any = ()) -> None
         if key in seen:
             raise DeclarationError(f"{owner}: figure {fig.name!r} is declared twice")
         seen.add(key)
+
+
+def as_read(worse: float, direction: str | None) -> float:
+    """A change given as a fraction *worse* (on the log scale: a bandwidth
+    from 100 to 90 is 11.1 % worse) as the signed change a person reads
+    everywhere: that bandwidth is -10 %, a latency 10 % longer +10 %."""
+    if direction == HIGHER:
+        return math.expm1(-math.log1p(worse)) if worse > -1 else math.inf
+    return worse

@@ -115,11 +115,3 @@ def _from_log(x: float, direction: str | None) -> float:
     return math.expm1(x)
 
 
-
-def as_read(worse: float, direction: str | None) -> float:
-    """A change given as a fraction *worse* (on the log scale: a bandwidth
-    from 100 to 90 is 11.1 % worse) as the signed change a person reads
-    everywhere: that bandwidth is -10 %, a latency 10 % longer +10 %."""
-    if direction == HIGHER:
-        return math.expm1(-math.log1p(worse)) if worse > -1 else math.inf
-    return worse
