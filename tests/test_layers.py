@@ -266,3 +266,9 @@ def test_the_command_starts_without_numpy_scipy_or_reframe():
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'scipy', 'reframe'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_readme_is_read_in_five_minutes():
+    """README.md at most 150 lines: today's figures once, the history in
+    docs/development.md (issue 45)."""
+    assert len((REPO / "README.md").read_text().splitlines()) <= 150
