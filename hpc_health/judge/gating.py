@@ -165,8 +165,6 @@ def worse_log(value: float, reference: float, direction: str) -> float:
     return d if direction == LOWER else -d
 
 
-
-
 # --- a night ------------------------------------------------------------------
 
 @dataclass
@@ -207,50 +205,54 @@ def judge_night(value: float, reference: float, direction: str, prov: Mapping[st
     # loss that stays must not widen the spread it is measured against.
     window = gate.PERSIST_NIGHTS - 1
     learn = past[:-window] if window else past
-    healthy = [worse_log(n.value, reference, direction) for n in _feeding(learn)]
-    noise = noise_of(prov, healthy)
+    noise = noise_of(prov, [worse_log(n.value, reference, direction) for n in _feeding(learn)])
     if noise is None:
         return None
     recent: list[float] = []
-    for n in list(past)[::-1][:gate.PERSIST_NIGHTS - 1]:
+    for n in list(past)[::-1][:window]:
         if not n.counts:
-            break
+            break       # a busy night breaks the nights in a row
         recent.insert(0, worse_log(n.value, reference, direction))
-    lv = levels_of(noise, checks, budget)
     dev = worse_log(value, reference, direction)
-    res = gate.judge(dev, recent, noise.spread, noise.df, noise.runs, lv)
+    res = gate.judge(dev, recent, noise.spread, noise.df, noise.runs,
+                     levels_of(noise, checks, budget))
     scale = noise.spread * math.sqrt(1 + 1 / noise.runs)
-    one = _from_log(res.one_night * scale, direction)
-    low = _from_log(res.persist * scale, direction)
+    one, low = (_from_log(c * scale, direction) for c in (res.one_night, res.persist))
     enforced = max(one, tolerance or 0.0)
-    worse = _from_log(dev, direction) if dev >= 0 else -_from_log(-dev, direction)
     signed = (value - reference) / reference
     _, sustained = detection(noise, checks, budget, direction)
-    said = _pct(signed)
+    night = Night("PASS", signed, "", sustained, res.p_value, enforced, noise)
+    if res.failed and (tolerance is None or _from_log(max(dev, 0.0), direction) > tolerance):
+        night.verdict = "DEGRADED"
+        if res.failed != "one night":
+            night.tag = f"{res.nights_beyond} nights, {_pct(signed)}"
+    elif -dev / scale > res.one_night:
+        night.verdict = "IMPROVED"
+    night.reason = _why(night, res, low, direction, tolerance, one)
+    return night
 
-    def as_read(frac: float) -> str:     # a fraction worse, signed as the figure moves
+
+def _why(night: Night, res: gate.GateResult, low: float, direction: str,
+         tolerance: float | None, one: float) -> str:
+    """The reason of a night's verdict, its changes signed as read."""
+    def read(frac: float) -> str:     # a fraction worse, signed as the figure moves
         return _pct(-frac if direction == HIGHER else frac)
 
-    tight = ""
-    if tolerance is not None and tolerance < one:
-        tight = (f"; the site's tolerance {as_read(tolerance)} is tighter than its noise "
-                 f"allows on one night ({as_read(one)})")
-    if res.failed and (tolerance is None or worse > tolerance):
-        if res.failed == "one night":
-            why = (f"{said} on one night, beyond the {as_read(enforced)} its noise allows "
-                   f"(t {res.statistic:.1f} > {res.one_night:.1f}){tight}")
-            return Night("DEGRADED", signed, why, sustained, res.p_value, enforced, noise)
-        why = (f"{said}; {res.nights_beyond} nights in a row beyond {as_read(low)}, a "
-               f"loss that stays (t > {res.persist:.1f} each night){tight}")
-        return Night("DEGRADED", signed, why, sustained, res.p_value, enforced, noise,
-                     tag=f"{res.nights_beyond} nights, {said}")
-    if -dev / scale > res.one_night:
-        why = f"{said}, better than its noise explains on one night: re-baseline?"
-        return Night("IMPROVED", signed, why, sustained, res.p_value, enforced, noise)
-    streak = (f"; {res.nights_beyond} night(s) in a row beyond {as_read(low)}"
+    said = _pct(night.deviation)
+    tight = ("" if tolerance is None or tolerance >= one else
+             f"; the site's tolerance {read(tolerance)} is tighter than its noise allows "
+             f"on one night ({read(one)})")
+    if night.verdict == "DEGRADED" and not night.tag:
+        return (f"{said} on one night, beyond the {read(night.bound)} its noise allows "
+                f"(t {res.statistic:.1f} > {res.one_night:.1f}){tight}")
+    if night.verdict == "DEGRADED":
+        return (f"{said}; {res.nights_beyond} nights in a row beyond {read(low)}, a loss "
+                f"that stays (t > {res.persist:.1f} each night){tight}")
+    if night.verdict == "IMPROVED":
+        return f"{said}, better than its noise explains on one night: re-baseline?"
+    streak = (f"; {res.nights_beyond} night(s) in a row beyond {read(low)}"
               if res.nights_beyond else "")
-    why = f"{said}, within {as_read(enforced)}{streak}{tight}"
-    return Night("PASS", signed, why, sustained, res.p_value, enforced, noise)
+    return f"{said}, within {read(night.bound)}{streak}{tight}"
 
 
 def _feeding(past: Sequence[Any]) -> list[Any]:
