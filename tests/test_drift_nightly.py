@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 from store_fixtures import case, series, write_run
 
-from hpc_health.judge import drift, stepscan
+from hpc_health.judge import drift
+from hpc_health.judge.stats import stepscan
 from hpc_health.run.console import drift_lines, next_step
 from hpc_health.store import index
 

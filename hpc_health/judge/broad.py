@@ -23,7 +23,7 @@ import numpy as np
 
 from hpc_health.judge.stats import gate
 from hpc_health.judge.stats.constants import HIGHER, LOWER
-from hpc_health.judge.stats.robust import _sp
+from hpc_health.judge.stats.robust import special
 
 if TYPE_CHECKING:
     from hpc_health.judge.trends import Trend
@@ -97,7 +97,7 @@ def tonight(trends: Sequence[Trend], tonight_run: str,
     n = len(past_index)
     spread = max(float(np.std(past_index, ddof=1)), MIN_SPREAD)
     alpha = gate.night_budget(budget) * gate.SHARE_BROAD
-    bound = float(_sp.stdtrit(n - 1, 1.0 - alpha)) * spread * math.sqrt(1.0 + 1.0 / n)
+    bound = float(special.stdtrit(n - 1, 1.0 - alpha)) * spread * math.sqrt(1.0 + 1.0 / n)
     worse = sum(r > u for r, u in own_usual)
     word = (BROADLY_WORSE if now - usual >= max(bound, math.log1p(MIN_CHANGE))
             and worse * 2 > len(own_usual) else None)

@@ -4,7 +4,7 @@ Tonight's verdict compares one night with the reference; a step of a few
 per cent stays inside the bounds every night.  After judging the night, the
 run asks of every figure it measured whether the recent nights in the store
 have stayed worse since some run R: the test of ``hpc-health history``
-(:func:`hpc_health.judge.stepscan.scan`, via :mod:`hpc_health.judge.trends`),
+(:func:`hpc_health.judge.stats.stepscan.scan`, via :mod:`hpc_health.judge.trends`),
 so the two never disagree.
 """
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hpc_health.judge.stats import gate, prior
-from hpc_health.judge.stats.constants import HIGHER, LOWER, MIN_SPREAD, _from_log
+from hpc_health.judge.stats.constants import HIGHER, LOWER, MIN_SPREAD, from_log
 
 if TYPE_CHECKING:
     from hpc_health.store.references import ReferenceSet
@@ -96,7 +96,7 @@ def detection(noise: Noise, checks: int, budget: float, direction: str) -> tuple
     """(MDC on the first night, MDC by the last night of the persistence
     window) as fractions worse, with :data:`gate.POWER`."""
     det = gate.detectable(noise.spread, noise.df, noise.runs, levels_of(noise, checks, budget))
-    return _from_log(det.one_night, direction), _from_log(det.sustained, direction)
+    return from_log(det.one_night, direction), from_log(det.sustained, direction)
 
 
 def bound(noise: Noise, checks: int, budget: float, direction: str) -> float:
@@ -104,7 +104,7 @@ def bound(noise: Noise, checks: int, budget: float, direction: str) -> float:
     handed as the bound, and what tonight's gate enforces."""
     lv = levels_of(noise, checks, budget)
     c1 = gate.threshold(lv.one_night, noise.df, noise.runs)
-    return _from_log(c1 * noise.spread * math.sqrt(1 + 1 / noise.runs), direction)
+    return from_log(c1 * noise.spread * math.sqrt(1 + 1 / noise.runs), direction)
 
 
 # --- capture ------------------------------------------------------------------
@@ -217,12 +217,12 @@ def judge_night(value: float, reference: float, direction: str, prov: Mapping[st
     res = gate.judge(dev, recent, noise.spread, noise.df, noise.runs,
                      levels_of(noise, checks, budget))
     scale = noise.spread * math.sqrt(1 + 1 / noise.runs)
-    one, low = (_from_log(c * scale, direction) for c in (res.one_night, res.persist))
+    one, low = (from_log(c * scale, direction) for c in (res.one_night, res.persist))
     enforced = max(one, tolerance or 0.0)
     signed = (value - reference) / reference
     _, sustained = detection(noise, checks, budget, direction)
     night = Night("PASS", signed, "", sustained, res.p_value, enforced, noise)
-    if res.failed and (tolerance is None or _from_log(max(dev, 0.0), direction) > tolerance):
+    if res.failed and (tolerance is None or from_log(max(dev, 0.0), direction) > tolerance):
         night.verdict = "DEGRADED"
         if res.failed != "one night":
             night.tag = f"{res.nights_beyond} nights, {_pct(signed)}"

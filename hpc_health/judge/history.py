@@ -7,7 +7,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from hpc_health.judge import stats, stepscan, verdicts
+from hpc_health.judge import stats, verdicts
+from hpc_health.judge.stats import stepscan
 from hpc_health.site import hardware
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ def reference_start(refs: ReferenceSet | None, points: Sequence[dict[str, Any]])
 def drift(points: Sequence[dict[str, Any]],
           refs: ReferenceSet | None = None) -> dict[str, Any] | None:
     """The sustained step to worse in one check's series, or None: the
-    nightly test (:func:`hpc_health.judge.stepscan.scan`) over the points
+    nightly test (:func:`hpc_health.judge.stats.stepscan.scan`) over the points
     since their reference's baseline (:func:`reference_start`).  ``index`` in
     the answer is into *points*."""
     if not points:

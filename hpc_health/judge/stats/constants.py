@@ -82,34 +82,34 @@ HUBER_MIN_SAMPLES = 4
 #: infinite significance or a division by zero when every floor is disabled.
 MIN_SPREAD = 1e-3
 
-_TINY = 1e-300
+TINY = 1e-300
 #: Largest log distance turned back into a fraction (exp(700) is near the
 #: largest float).
-_MAX_LOG = 700.0
+MAX_LOG = 700.0
 #: Largest fraction a proposed bound allows on the better side.
-_BETTER_MAX = 0.99
+BETTER_MAX = 0.99
 
 
 # --- direction ----------------------------------------------------------------
 
-def _check_direction(direction: str) -> str:
+def check_direction(direction: str) -> str:
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be 'higher' or 'lower', not {direction!r}")
     return direction
 
 
-def _to_log(frac: float, direction: str) -> float:
+def to_log(frac: float, direction: str) -> float:
     """Fraction worse -> log distance in the worse direction."""
     if direction == HIGHER:
-        return -math.log(max(1.0 - frac, _TINY))
+        return -math.log(max(1.0 - frac, TINY))
     return math.log1p(frac)
 
 
-def _from_log(x: float, direction: str | None) -> float:
+def from_log(x: float, direction: str | None) -> float:
     """Log distance in the worse direction -> fraction worse."""
     # Samples near 0 give log distances near 700: keep the fraction finite
     # (and absurd) rather than overflowing.
-    x = min(x, _MAX_LOG)
+    x = min(x, MAX_LOG)
     if direction == HIGHER:
         return -math.expm1(-x)
     return math.expm1(x)

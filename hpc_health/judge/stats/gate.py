@@ -34,7 +34,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from hpc_health.judge.stats.robust import _sp
+from hpc_health.judge.stats.robust import special
 
 #: Nights in the month a budget is counted over.
 NIGHTS_PER_MONTH = 30.0
@@ -96,7 +96,7 @@ def _w_weights(df: float) -> np.ndarray:
     # log density of w: from V = df w² ~ chi2(df), times dw = w dlogw.
     v = df * _W ** 2
     logpdf = ((df / 2 - 1) * np.log(v) - v / 2 - (df / 2) * math.log(2.0)
-              - float(_sp.gammaln(df / 2)) + math.log(2.0 * df) + 2 * _LOGW)
+              - float(special.gammaln(df / 2)) + math.log(2.0 * df) + 2 * _LOGW)
     wt = np.exp(logpdf)
     wt *= np.gradient(_LOGW)
     return wt / wt.sum()
@@ -118,7 +118,7 @@ def _prob(c: float, df: float, runs: int, k: int, shift: float = 0.0,
     base = (w[:, None] * q)
 
     def beyond(cut):
-        return _sp.ndtr(-(cut * base + u[None, :] - shift))
+        return special.ndtr(-(cut * base + u[None, :] - shift))
 
     if c_low is None:
         inner = beyond(c) ** k
@@ -132,16 +132,16 @@ def tail_probability(c: float, df: float, runs: int, k: int = 1) -> float:
     """P(k nights in a row all have T > c) on a healthy machine.  For k = 1
     this is the Student t's tail (exactly: computed so)."""
     if k == 1:
-        return float(_sp.stdtr(df, -c)) if not math.isinf(df) else float(_sp.ndtr(-c))
+        return float(special.stdtr(df, -c)) if not math.isinf(df) else float(special.ndtr(-c))
     return _prob(c, df, runs, k)
 
 
 @lru_cache(maxsize=4096)
 def _threshold(alpha: float, df: float, runs: int, k: int) -> float:
     if k == 1:
-        return float(_sp.stdtrit(df, 1.0 - alpha)) if not math.isinf(df) \
-            else float(_sp.ndtri(1.0 - alpha))
-    lo, hi = -5.0, float(_sp.stdtrit(min(df, 1e6), 1.0 - alpha)) + 1.0
+        return float(special.stdtrit(df, 1.0 - alpha)) if not math.isinf(df) \
+            else float(special.ndtri(1.0 - alpha))
+    lo, hi = -5.0, float(special.stdtrit(min(df, 1e6), 1.0 - alpha)) + 1.0
     for _ in range(60):
         mid = 0.5 * (lo + hi)
         if tail_probability(mid, df, runs, k) > alpha:

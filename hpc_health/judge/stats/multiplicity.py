@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from hpc_health.judge.stats.constants import ALPHA
-from hpc_health.judge.stats.noise import VerdictResult, _decide, _evaluate
+from hpc_health.judge.stats.noise import VerdictResult, decide, evaluate
 
 
 def adjust(p_values: Sequence[float | None], alpha: float = ALPHA,
@@ -79,13 +79,13 @@ def decide_many(items: Sequence[tuple], alpha: float = ALPHA,
     reported at alpha / family size, Holm's strictest step, so it is what the
     run can promise for every variable.
     """
-    evals = [_evaluate(ref, samples, direction) for ref, samples, direction in items]
+    evals = [evaluate(ref, samples, direction) for ref, samples, direction in items]
     sig_w = adjust([e.p_worse for e in evals], alpha, method)
     sig_b = adjust([e.p_better for e in evals], alpha, method)
     m = max(1, sum(e.p_worse is not None for e in evals))
     out = []
     for e, (ref, _, direction), sw, sb in zip(evals, items, sig_w, sig_b):
-        out.append(_decide(e, ref, direction, alpha / m, sig_worse=sw, sig_better=sb,
+        out.append(decide(e, ref, direction, alpha / m, sig_worse=sw, sig_better=sb,
                            test=f"{method} over {m} variables, alpha {alpha:.2g}"))
     return out
 

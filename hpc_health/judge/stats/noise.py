@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hpc_health.judge.stats.constants import (
-    _TINY,
     ALPHA,
     DEGRADED,
     EPISODE_FLOOR,
@@ -20,11 +19,12 @@ from hpc_health.judge.stats.constants import (
     NO_REFERENCE,
     PASS,
     POWER,
-    _check_direction,
-    _from_log,
-    _to_log,
+    TINY,
+    check_direction,
+    from_log,
+    to_log,
 )
-from hpc_health.judge.stats.robust import _location_var_factor, _sp, _worse_sign, clean, location
+from hpc_health.judge.stats.robust import clean, location, location_var_factor, special, worse_sign
 
 if TYPE_CHECKING:   # only named in annotations: reference.py imports this module
     from hpc_health.judge.stats.reference import Reference
@@ -37,11 +37,11 @@ def _variance(within: float, between: float, n_ref: int, runs: int, n_cur: int) 
     location of n_cur samples.  Reference: the same averaged over its runs/samples.
     """
     return (between ** 2 * (1.0 + 1.0 / runs)
-            + within ** 2 * (_location_var_factor(n_cur) / n_cur
-                             + _location_var_factor(n_ref) / n_ref))
+            + within ** 2 * (location_var_factor(n_cur) / n_cur
+                             + location_var_factor(n_ref) / n_ref))
 
 
-def _noise_model(ref: Reference, n_cur: int, better: bool = False) -> tuple[float, float]:
+def noise_model(ref: Reference, n_cur: int, better: bool = False) -> tuple[float, float]:
     """(sigma of the log-ratio, degrees of freedom) for a reference with noise."""
     runs = max(1, int(ref.runs or 1))
     n_ref = max(runs, int(ref.n or runs))
@@ -54,7 +54,7 @@ def expected_spread(ref: Reference, n_cur: int = 1) -> float:
     """Log-scale sigma of (a run's location of ``n_cur`` samples vs the
     reference) for a healthy machine: episodes, within-run noise and the
     reference's own uncertainty.  The history code's yardstick for steps."""
-    return _noise_model(ref, max(1, int(n_cur)))[0]
+    return noise_model(ref, max(1, int(n_cur)))[0]
 
 
 def noise_components(ref: Reference, better: bool = False) -> tuple[float, float, float]:
@@ -112,21 +112,21 @@ def minimum_detectable_change(spread: float, n_ref: int, n_cur: int, alpha: floa
     better = between_run_spread if between_run_spread_better is None else between_run_spread_better
     sb = max(math.sqrt(_variance(spread, better, n_ref, runs, n_cur)), MIN_SPREAD)
     df = float(max(runs - 1 if runs >= 2 else n_ref - 1, 1))
-    return _mdc(s, sb, df, alpha, power, _to_log(bound, direction or LOWER), direction)
+    return mdc_of(s, sb, df, alpha, power, to_log(bound, direction or LOWER), direction)
 
 
-def _critical_log(s: float, df: float, alpha: float) -> float:
+def critical_log(s: float, df: float, alpha: float) -> float:
     """The smallest log distance the one-sided test flags at ``alpha``."""
-    return float(_sp.stdtrit(df, 1.0 - alpha)) * s
+    return float(special.stdtrit(df, 1.0 - alpha)) * s
 
 
-def _mdc(s: float, s_better: float, df: float, alpha: float, power: float,
+def mdc_of(s: float, s_better: float, df: float, alpha: float, power: float,
          bound_log: float, direction: str | None) -> float:
     # scipy.special rather than scipy.stats: same functions, ~100x less overhead
     # (the block-resampling test calls these tens of thousands of times).
-    crit = float(_sp.stdtrit(df, 1.0 - alpha)) * s
-    x = max(bound_log, crit) + float(_sp.ndtri(power)) * s_better
-    return _from_log(x, direction)
+    crit = float(special.stdtrit(df, 1.0 - alpha)) * s
+    x = max(bound_log, crit) + float(special.ndtri(power)) * s_better
+    return from_log(x, direction)
 
 
 @dataclass
@@ -150,9 +150,9 @@ class VerdictResult:
     df: float | None = None
 
 
-def _evaluate(ref: Reference | None, samples: Iterable[float], direction: str) -> VerdictResult:
+def evaluate(ref: Reference | None, samples: Iterable[float], direction: str) -> VerdictResult:
     """Everything but the decision (which needs alpha, maybe corrected)."""
-    _check_direction(direction)
+    check_direction(direction)
     x, dropped = clean(samples)
     if x.size == 0:
         raise ValueError("no finite samples to judge (a sanity failure, not a verdict)")
@@ -174,16 +174,16 @@ def _evaluate(ref: Reference | None, samples: Iterable[float], direction: str) -
         res.method = "bound-only"
         return res
     res.method = "noise"
-    d = _worse_sign(direction) * (math.log(max(value, _TINY)) - math.log(ref.value))
-    s, df = _noise_model(ref, res.n)
-    sb, _ = _noise_model(ref, res.n, better=True)
+    d = worse_sign(direction) * (math.log(max(value, TINY)) - math.log(ref.value))
+    s, df = noise_model(ref, res.n)
+    sb, _ = noise_model(ref, res.n, better=True)
     res.sigma, res.sigma_better, res.df = s, sb, df
-    res.p_worse = float(_sp.stdtr(df, -d / s))
-    res.p_better = float(_sp.stdtr(df, d / sb))
+    res.p_worse = float(special.stdtr(df, -d / s))
+    res.p_better = float(special.stdtr(df, d / sb))
     return res
 
 
-def _decide(res: VerdictResult, ref: Reference | None, direction: str, alpha: float,
+def decide(res: VerdictResult, ref: Reference | None, direction: str, alpha: float,
             sig_worse: bool | None = None, sig_better: bool | None = None,
             test: str = "") -> VerdictResult:
     """Turn an evaluation into PASS/DEGRADED/IMPROVED with its reason.
@@ -213,8 +213,8 @@ def _decide(res: VerdictResult, ref: Reference | None, direction: str, alpha: fl
     if sig_better is None:
         sig_better = res.p_better <= alpha
     test = test or f"alpha {alpha:.2g}"
-    res.mdc = None if res.bound is None else _mdc(
-        res.sigma, res.sigma_better, res.df, alpha, POWER, _to_log(res.bound, direction),
+    res.mdc = None if res.bound is None else mdc_of(
+        res.sigma, res.sigma_better, res.df, alpha, POWER, to_log(res.bound, direction),
         direction)
     notes = []
     if ref.between_run_spread is None:
@@ -268,5 +268,5 @@ def verdict(ref: Reference | None, samples: Sequence[float], direction: str,
     many variables of one run use :func:`decide_many` instead, which corrects
     for multiplicity.  Raises ValueError if no sample is finite.
     """
-    return _decide(_evaluate(ref, samples, direction), ref, direction, alpha)
+    return decide(evaluate(ref, samples, direction), ref, direction, alpha)
 

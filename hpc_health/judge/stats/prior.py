@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from hpc_health.judge.stats.robust import _sp
+from hpc_health.judge.stats.robust import special
 
 #: Fewest figures a prior is fitted to: with two, the spread of their
 #: spreads says nothing about the distribution.
@@ -41,8 +41,8 @@ def _trigamma_inverse(x: float) -> float:
         return 1.0 / x
     y = 0.5 + 1.0 / x
     for _ in range(50):
-        tri = float(_sp.polygamma(1, y))
-        step = tri * (1.0 - tri / x) / float(_sp.polygamma(2, y))
+        tri = float(special.polygamma(1, y))
+        step = tri * (1.0 - tri / x) / float(special.polygamma(2, y))
         y += step
         if -step / y < 1e-8:
             break
@@ -61,13 +61,13 @@ def fit_prior(variances: Sequence[float], dfs: Sequence[float]) -> tuple[float, 
     s2, d = s2[ok], d[ok]
     if s2.size < MIN_FIGURES:
         return (float(np.mean(s2)) if s2.size else 0.0), 0.0
-    e = np.log(s2) - _sp.digamma(d / 2) + np.log(d / 2)
+    e = np.log(s2) - special.digamma(d / 2) + np.log(d / 2)
     emean = float(np.mean(e))
-    evar = float(np.var(e, ddof=1)) - float(np.mean(_sp.polygamma(1, d / 2)))
+    evar = float(np.var(e, ddof=1)) - float(np.mean(special.polygamma(1, d / 2)))
     if evar <= 0:
         return math.exp(emean), math.inf
     d0 = 2.0 * _trigamma_inverse(evar)
-    return math.exp(emean + float(_sp.digamma(d0 / 2)) - math.log(d0 / 2)), d0
+    return math.exp(emean + float(special.digamma(d0 / 2)) - math.log(d0 / 2)), d0
 
 
 def effective_count(run_logs: np.ndarray) -> float:

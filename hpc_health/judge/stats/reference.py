@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass, fields, replace
 import numpy as np
 
 from hpc_health.judge.stats.constants import (
-    _BETTER_MAX,
     ALPHA,
+    BETTER_MAX,
     BOUND_CAP,
     BOUND_FLOOR,
     BOUND_SIGMAS,
@@ -20,20 +20,20 @@ from hpc_health.judge.stats.constants import (
     POWER,
     RECOMMENDED_RUNS,
     RECOMMENDED_SAMPLES,
-    _check_direction,
-    _from_log,
-    _to_log,
+    check_direction,
+    from_log,
+    to_log,
 )
-from hpc_health.judge.stats.noise import _critical_log, _mdc, _noise_model
+from hpc_health.judge.stats.noise import critical_log, mdc_of, noise_model
 from hpc_health.judge.stats.robust import (
-    _log_spread,
-    _run_location_logs,
-    _tail_scale,
-    _worse_sign,
     clean,
     location,
+    log_spread,
     quantisation_step,
+    run_location_logs,
+    tail_scale,
     within_run_spread,
+    worse_sign,
 )
 
 
@@ -122,7 +122,7 @@ def propose_reference(samples_by_run: Sequence[Sequence[float]], unit: str,
     has sampled.  Raises :class:`NoReference` for samples that measure
     nothing (all 0, or one printed step more than ``cap`` of the value).
     """
-    _check_direction(direction)
+    check_direction(direction)
     runs = [c for c in (clean(r)[0] for r in samples_by_run) if c.size]
     if not runs:
         raise ValueError("no finite baseline samples")
@@ -139,41 +139,41 @@ def propose_reference(samples_by_run: Sequence[Sequence[float]], unit: str,
                           f"is {step / value:.0%} of the value {value:.3g} {unit}")
     n, r = int(allx.size), len(runs)
     ref_log = math.log(value)
-    sign = _worse_sign(direction)
+    sign = worse_sign(direction)
 
     between = between_better = None
     if r >= 2:
-        med_logs = _run_location_logs(runs)
+        med_logs = run_location_logs(runs)
         dev = sign * (med_logs - ref_log)
-        mad = _log_spread(np.exp(med_logs))
-        between = max(mad, _tail_scale(dev))
-        between_better = max(mad, _tail_scale(-dev))
-    ref = Reference(value=value, unit=unit, spread=_log_spread(allx), n=n, runs=r,
+        mad = log_spread(np.exp(med_logs))
+        between = max(mad, tail_scale(dev))
+        between_better = max(mad, tail_scale(-dev))
+    ref = Reference(value=value, unit=unit, spread=log_spread(allx), n=n, runs=r,
                     estimator=ESTIMATOR,
                     between_run_spread=between,
                     between_run_spread_better=between_better,
                     within_run_spread=within_run_spread(runs),
                     episode_floor=episode_floor)
     m = max(1, int(round(n / r)))
-    s, df = _noise_model(ref, m)
+    s, df = noise_model(ref, m)
     raw = sigmas * s
     # One step of the printed resolution (0.01 us of 0.16 us is 6 %) is not a
     # measurable change, whatever the floor says.
     resolution = step / value
     floor = max(floor, resolution)
-    bound_log = min(max(raw, _to_log(floor, direction)), _to_log(cap, direction))
+    bound_log = min(max(raw, to_log(floor, direction)), to_log(cap, direction))
     family_alpha = ALPHA / max(1, int(family))
-    bound_log = max(bound_log, _critical_log(s, df, family_alpha))
-    b = _from_log(bound_log, direction)
+    bound_log = max(bound_log, critical_log(s, df, family_alpha))
+    b = from_log(bound_log, direction)
     # A time cannot be more than 100 % better: past that, the better side of
     # a wide bound says nothing (and would print a negative time).
-    ref.lower, ref.upper = -min(b, _BETTER_MAX), b
-    sb, _ = _noise_model(ref, m, better=True)
-    ref.mdc = _mdc(s, sb, df, family_alpha, POWER, bound_log, direction)
+    ref.lower, ref.upper = -min(b, BETTER_MAX), b
+    sb, _ = noise_model(ref, m, better=True)
+    ref.mdc = mdc_of(s, sb, df, family_alpha, POWER, bound_log, direction)
     notes = []
-    if raw > _to_log(cap, direction):
+    if raw > to_log(cap, direction):
         ref.too_noisy = True
-        notes.append(f"too noisy to gate: healthy runs need +-{_from_log(raw, direction):.0%} "
+        notes.append(f"too noisy to gate: healthy runs need +-{from_log(raw, direction):.0%} "
                      f"(bound capped at {cap:.0%})")
     if resolution > BOUND_FLOOR:
         notes.append(f"printed resolution is {resolution:.1%} of the value: "
@@ -207,7 +207,7 @@ def night_logs(samples_by_run: Sequence[Sequence[float]], unit: str) -> np.ndarr
     if step / value > BOUND_CAP:
         raise NoReference(f"below the timer's resolution: one printed step ({step:.3g} {unit}) "
                           f"is {step / value:.0%} of the value {value:.3g} {unit}")
-    return _run_location_logs(runs)
+    return run_location_logs(runs)
 
 
 def runs_for_mdc(ref: Reference, direction: str, target: float, family: int = 1,
@@ -220,12 +220,12 @@ def runs_for_mdc(ref: Reference, direction: str, target: float, family: int = 1,
     per_run = max(1.0, float(ref.n or runs) / runs)
     m = max(1, int(round(per_run)))
     alpha = ALPHA / max(1, int(family))
-    floor_log = _to_log(BOUND_FLOOR, direction)
+    floor_log = to_log(BOUND_FLOOR, direction)
     for r in range(runs, most + 1):
         trial = replace(ref, runs=r, n=int(round(per_run * r)))
-        s, df = _noise_model(trial, m)
-        sb, _ = _noise_model(trial, m, better=True)
-        bound_log = max(floor_log, _critical_log(s, df, alpha))
-        if _mdc(s, sb, df, alpha, POWER, bound_log, direction) <= target:
+        s, df = noise_model(trial, m)
+        sb, _ = noise_model(trial, m, better=True)
+        bound_log = max(floor_log, critical_log(s, df, alpha))
+        if mdc_of(s, sb, df, alpha, POWER, bound_log, direction) <= target:
             return r
     return None

@@ -8,7 +8,6 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from hpc_health.judge.stats.constants import (
-    _TINY,
     HUBER_EFFICIENCY,
     HUBER_K,
     HUBER_MIN_SAMPLES,
@@ -17,6 +16,7 @@ from hpc_health.judge.stats.constants import (
     MAD_TO_SIGMA,
     MEDIAN_EFFICIENCY,
     PAIR_TO_SIGMA,
+    TINY,
 )
 
 
@@ -29,7 +29,7 @@ class _Special:
         return getattr(special, name)
 
 
-_sp = _Special()
+special = _Special()
 
 
 def clean(samples: Iterable[float]) -> tuple[np.ndarray, int]:
@@ -119,10 +119,10 @@ def _log_location(lx: np.ndarray) -> float:
 
 def _logs(x: np.ndarray) -> np.ndarray:
     # A latency printed as 0.00 is "below resolution", not -inf.
-    return np.log(np.maximum(x, _TINY))
+    return np.log(np.maximum(x, TINY))
 
 
-def _log_spread(x: np.ndarray) -> float:
+def log_spread(x: np.ndarray) -> float:
     """Robust spread of log values, with the quantisation fallback applied in
     the original unit (the grid is even there, not in logs)."""
     if x.size < 2:
@@ -160,7 +160,7 @@ def within_run_spread(samples_by_run: Sequence[Iterable[float]]) -> float | None
     return s
 
 
-def _run_location_logs(runs: list[np.ndarray]) -> np.ndarray:
+def run_location_logs(runs: list[np.ndarray]) -> np.ndarray:
     """:func:`location` of each run's log samples, in input order
     (equal-sized runs at once)."""
     out = np.empty(len(runs))
@@ -199,7 +199,7 @@ def _log_locations(lx: np.ndarray) -> np.ndarray:
     return out
 
 
-def _location_var_factor(n: int) -> float:
+def location_var_factor(n: int) -> float:
     # A median of 1 or 2 samples is their mean; beyond that the location pays
     # for its robustness with variance (the large-n price, an upper bound).
     if n <= 2:
@@ -207,17 +207,17 @@ def _location_var_factor(n: int) -> float:
     return MEDIAN_EFFICIENCY if n < HUBER_MIN_SAMPLES else HUBER_EFFICIENCY
 
 
-def _worse_sign(direction: str) -> float:
+def worse_sign(direction: str) -> float:
     # Log-ratio times this is positive when the value is worse.
     return 1.0 if direction == LOWER else -1.0
 
 
 def _expected_max_z(r: int) -> float:
     """Expected largest of r standard normal draws (Blom's approximation)."""
-    return float(_sp.ndtri((r - 0.375) / (r + 0.25)))
+    return float(special.ndtri((r - 0.375) / (r + 0.25)))
 
 
-def _tail_scale(worse_devs: np.ndarray) -> float:
+def tail_scale(worse_devs: np.ndarray) -> float:
     """Sigma that makes the worst baseline run an ordinary worst-of-R.
 
     Deliberately not robust: the worst healthy run is information, not

@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from hpc_health.judge.stats.constants import LOWER, MIN_SPREAD, POWER, _check_direction
+from hpc_health.judge.stats.constants import LOWER, MIN_SPREAD, POWER, check_direction
 from hpc_health.judge.stats.robust import (
-    _location_var_factor,
-    _run_location_logs,
-    _sp,
     clean,
+    location_var_factor,
+    run_location_logs,
+    special,
     within_run_spread,
 )
 
@@ -63,14 +63,14 @@ def change_interval(log_change: float, se: float, df: int,
                     level: float) -> tuple[float, float]:
     """A change's two-sided interval at *level* (0.05: 95 %), from its log
     and standard error (Student's t, *df*)."""
-    t = float(_sp.stdtrit(df, 1.0 - level / 2.0))
+    t = float(special.stdtrit(df, 1.0 - level / 2.0))
     return math.expm1(log_change - t * se), math.expm1(log_change + t * se)
 
 
 def detectable_change(se: float, df: int, level: float) -> float:
     """The smallest change a two-sided test at *level* catches on POWER of
     occasions."""
-    return math.expm1((float(_sp.stdtrit(df, 1.0 - level / 2.0)) + float(_sp.ndtri(POWER))) * se)
+    return math.expm1((float(special.stdtrit(df, 1.0 - level / 2.0)) + float(special.ndtri(POWER))) * se)
 
 
 def effective_runs(logs: np.ndarray) -> float:
@@ -105,7 +105,7 @@ def compare_runs(runs_a: Sequence[Sequence[float]], runs_b: Sequence[Sequence[fl
     runs in all that spread cannot be estimated, and the comparison is not
     testable.
     """
-    _check_direction(direction)
+    check_direction(direction)
     sets = []
     for runs in (runs_a, runs_b):
         if any(v <= 0 for r in runs for v in r if v is not None and math.isfinite(v)):
@@ -114,7 +114,7 @@ def compare_runs(runs_a: Sequence[Sequence[float]], runs_b: Sequence[Sequence[fl
         if not cleaned:
             raise ValueError("a side has no finite sample")
         sets.append(cleaned)
-    locs = [_run_location_logs(s) for s in sets]
+    locs = [run_location_logs(s) for s in sets]
     ra, rb = len(sets[0]), len(sets[1])
     la, lb = float(np.mean(locs[0])), float(np.mean(locs[1]))
     within = within_run_spread(sets[0] + sets[1]) or 0.0
@@ -127,7 +127,7 @@ def compare_runs(runs_a: Sequence[Sequence[float]], runs_b: Sequence[Sequence[fl
     # As for a reference: the floor stands for the episodes no run sampled;
     # the within-run share of the run-to-run spread is not counted twice.
     between = math.sqrt(max(max(observed, floor) ** 2 - within ** 2 / m, 0.0))
-    var_one = within ** 2 * _location_var_factor(int(round(m))) / m
+    var_one = within ** 2 * location_var_factor(int(round(m))) / m
     ea, eb = effective_runs(locs[0]), effective_runs(locs[1])
     se = max(math.sqrt((between ** 2 + var_one) * (1.0 / ea + 1.0 / eb)), MIN_SPREAD)
     df = max(int(round(ea + eb)) - 2, 1) if df >= 1 else df
@@ -136,16 +136,16 @@ def compare_runs(runs_a: Sequence[Sequence[float]], runs_b: Sequence[Sequence[fl
     worse_by = change if direction == LOWER else -change
     low = high = p = mdc = None
     if df >= 1:
-        t = float(_sp.stdtrit(df, 1.0 - alpha / 2.0))
+        t = float(special.stdtrit(df, 1.0 - alpha / 2.0))
         try:
             low, high = math.expm1(d - t * se), math.expm1(d + t * se)
-            mdc = math.expm1((t + float(_sp.ndtri(POWER))) * se)
+            mdc = math.expm1((t + float(special.ndtri(POWER))) * se)
         except OverflowError:
             # Samples of 0 (an IOR close time below the timer's resolution)
-            # sit at log(_TINY): a spread no interval can be given for.
+            # sit at log(TINY): a spread no interval can be given for.
             raise ValueError("its samples spread over hundreds of orders of magnitude "
                              "(zeros among them?)") from None
-        p = float(2.0 * _sp.stdtr(df, -abs(d) / se))
+        p = float(2.0 * special.stdtr(df, -abs(d) / se))
     return Comparison(math.exp(la), math.exp(lb), change, low, high, p, mdc, worse_by,
                       ra, rb, between, within, d, se, df)
 
@@ -182,7 +182,7 @@ def broad_shift(figures: Sequence[tuple[str, dict, dict]], alpha: float = COMPAR
     per_run: dict[tuple[int, Any], list[float]] = {}
     worse = better = used = 0
     for direction, a, b in figures:
-        _check_direction(direction)
+        check_direction(direction)
         sign = 1.0 if direction == LOWER else -1.0
         keys, kept = [], []
         for side, runs in ((0, a), (1, b)):
@@ -191,7 +191,7 @@ def broad_shift(figures: Sequence[tuple[str, dict, dict]], alpha: float = COMPAR
                 if c.size and bool(np.all(c > 0)):
                     keys.append((side, run))
                     kept.append(c)
-        locs = dict(zip(keys, _run_location_logs(kept).tolist())) if kept else {}
+        locs = dict(zip(keys, run_location_logs(kept).tolist())) if kept else {}
         sides = [[v for (k, _), v in locs.items() if k == side] for side in (0, 1)]
         if not (sides[0] and sides[1]):
             continue
@@ -213,8 +213,8 @@ def broad_shift(figures: Sequence[tuple[str, dict, dict]], alpha: float = COMPAR
     ea, eb = effective_runs(np.asarray(idx[0])), effective_runs(np.asarray(idx[1]))
     se = max(math.sqrt(float(np.sum(resid ** 2)) / df * (1.0 / ea + 1.0 / eb)), MIN_SPREAD)
     df = max(int(round(ea + eb)) - 2, 1)
-    t = float(_sp.stdtrit(df, 1.0 - alpha / 2.0))
-    p = float(2.0 * _sp.stdtr(df, -abs(d) / se))
+    t = float(special.stdtrit(df, 1.0 - alpha / 2.0))
+    p = float(2.0 * special.stdtr(df, -abs(d) / se))
     change = math.expm1(d)
     word = "NO BROAD SHIFT"
     if p <= alpha and abs(change) >= min_change:
