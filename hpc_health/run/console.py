@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 
 from hpc_health.judge import verdicts
 from hpc_health.site import hardware, spack_kit
@@ -157,7 +158,8 @@ class Progress:
     case, ``[k/N] Name: 2m10s elapsed, ~3m05s left``; what is left comes from
     the previous comparable run's duration, else from the pace so far."""
 
-    def __init__(self, previous_s: float | None = None, clock=time.monotonic):
+    def __init__(self, previous_s: float | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         self.previous_s, self.clock, self.start = previous_s, clock, clock()
 
     def __call__(self, line: str) -> str:
