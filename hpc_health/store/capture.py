@@ -176,6 +176,9 @@ def _judged(nights, noise, provs, checks, budget, max_mdc):
                             f"({one:.0%} on one night), above the site's reference_max_mdc "
                             f"of {max_mdc:.0%}: {spread}; every healthy night adds to what "
                             f"its spread rests on, so the MDC falls as nights pass")
+        # The file's bound is ReFrame's (the gate enforces tonight's own):
+        # within what a reference file may hold.
+        b = min(b, references.MAX_BOUND["upper"])
         out[key] = {"leaf": [_round(value, 6), _round(-min(b, _BETTER_MAX)), _round(b),
                              base.unit],
                     "provenance": prov, "constant": base.spread == 0}
