@@ -1,0 +1,50 @@
+"""A benchmark is its own files: what the core needs of it (parsers,
+settings and their defaults, what the schema cannot say, pictures) is
+declared beside its parser (``hpc_health/parsers/registry.py``), and the
+site schema and ``hpc-health parse`` read the declarations."""
+
+import pytest
+
+from hpc_health import parsers
+from hpc_health.parsers import registry
+from hpc_health.site import schema
+
+
+def test_every_benchmark_declares_its_parsers_and_settings():
+    assert set(registry.declared()) == {"darshan", "ior", "kernels", "mdtest", "osu", "stream"}
+    assert parsers.names() == ["barrier", "darshan", "halo", "ior", "mdtest", "osu", "stream"]
+    assert set(registry.settings()) == {"ior", "ior_hints", "kernels", "mdtest", "osu",
+                                        "osu_algorithms", "startup", "stream"}
+    assert parsers.get("osu") is registry.declared()["osu"].parsers["osu"]
+    with pytest.raises(KeyError, match="unknown parser 'nope'; known: barrier, darshan"):
+        parsers.get("nope")
+
+
+def test_the_site_schema_is_assembled_from_the_declarations():
+    partition = schema.SITE_SCHEMA["properties"]["partitions"]["additionalProperties"]
+    sections = registry.settings()
+    assert not set(sections) & set(schema.PARTITION_KEYS), "a section takes a partition key"
+    assert partition["properties"] == {**schema.PARTITION_KEYS, **sections}
+    for name, section in sections.items():
+        # Every setting documented, every section optional with its defaults.
+        assert section["default"] == {} and section["additionalProperties"] is False, name
+        for key, sub in section["properties"].items():
+            assert sub.get("description") or key.endswith("_spec"), f"{name}.{key}"
+    filled = schema.with_defaults(partition, {"osu": {"samples": None}})
+    assert filled["osu"]["samples"] == 3 and filled["stream"]["ntimes"] == 20
+
+
+def test_what_the_schema_cannot_say_is_said_by_each_benchmark():
+    problems = registry.check_settings({"osu": {"sizes": {"latency": [8, 24]}},
+                                        "stream": {"spec": "stream ntimes=5"}})
+    assert sorted(path for path, _ in problems) == [["osu", "sizes", "latency", 1],
+                                                    ["stream", "spec"]]
+    assert registry.check_settings({}) == []
+
+
+def test_a_section_or_parser_declared_twice_is_refused(monkeypatch):
+    twice = {"a": registry.Benchmark(settings={"x": {}}), "b": registry.Benchmark(settings={"x": {}})}
+    monkeypatch.setattr(registry, "declared", lambda: twice)
+    with pytest.raises(ValueError, match=r"settings 'x' is declared by both parsers/a.py and "
+                                         r"parsers/b.py"):
+        registry.settings()
