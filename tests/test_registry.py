@@ -1,13 +1,25 @@
 """A benchmark is its own files: what the core needs of it (parsers,
 settings and their defaults, what the schema cannot say, pictures) is
 declared beside its parser (``hpc_health/parsers/registry.py``), and the
-site schema and ``hpc-health parse`` read the declarations."""
+site schema, ``hpc-health parse`` and the report read the declarations.
+No module in site/, cli/, judge/ or run/ names a benchmark."""
+
+import ast
+import re
+from pathlib import Path
 
 import pytest
 
 from hpc_health import parsers
 from hpc_health.parsers import registry
 from hpc_health.site import schema
+
+PACKAGE = Path(__file__).resolve().parent.parent / "hpc_health"
+#: The layers a new benchmark must not edit.
+CORE_LAYERS = ("site", "cli", "judge", "run")
+#: Spack's sources per benchmark, on their way out of site/ into the Spack
+#: package (issue 45 item 2): the one place left that names benchmarks.
+NOT_YET_MOVED = {"spack_kit.py", "spack_sources.py"}
 
 
 def test_every_benchmark_declares_its_parsers_and_settings():
@@ -48,3 +60,37 @@ def test_a_section_or_parser_declared_twice_is_refused(monkeypatch):
     with pytest.raises(ValueError, match=r"settings 'x' is declared by both parsers/a.py and "
                                          r"parsers/b.py"):
         registry.settings()
+
+
+def _code_strings(path):
+    """The string constants of a module but its docstrings."""
+    tree = ast.parse(path.read_text(), str(path))
+    docs = {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)}
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docs]
+
+
+def test_no_core_layer_names_a_benchmark():
+    # A benchmark named in site/, cli/, judge/ or run/ (its settings, its
+    # parser, a picture of its own) is an edit there for the next one.
+    names = set(registry.settings()) | set(registry.parsers())
+    found = []
+    for layer in CORE_LAYERS:
+        for path in sorted((PACKAGE / layer).rglob("*.py")):
+            if path.name in NOT_YET_MOVED:
+                continue
+            for line, text in _code_strings(path):
+                hit = names & set(re.findall(r"[a-z_]+", text.lower()))
+                if hit:
+                    found.append(f"{path.relative_to(PACKAGE)}:{line}: {sorted(hit)} in {text!r}")
+    assert not found, "\n".join(found)
+
+
+def test_the_finder_sees_a_benchmark_named_in_code(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text('"""About osu."""\nX = {"osu": 1}\n')
+    assert _code_strings(path) == [(2, "osu")]
