@@ -1,6 +1,7 @@
 """OSU Micro-Benchmarks: point-to-point latency and bandwidth within a node
 and between two nodes, message rate with several pairs, and the collectives
-applications lean on, over the whole allocation.
+applications lean on, over the whole allocation (the non-blocking allreduce
+with its overlap of communication and computation).
 
 Only the message sizes the site gates on are measured (``-m MIN:MAX``,
 settings ``osu.sizes``), and the table must reach the largest one: a run cut
@@ -67,11 +68,18 @@ _COLLECTIVES = ('osu_allreduce', 'osu_alltoall', 'osu_bcast')
 @rfm.simple_test
 class OsuCollective(OsuBase):
     """Collective latency over every rank of the allocation (nodes x ranks
-    per node): average and slowest rank (``-f``)."""
+    per node): average and slowest rank (``-f``).  The non-blocking
+    allreduce (``osu_iallreduce``) adds how much of its communication the
+    MPI overlaps with a computation: near 100 % with asynchronous progress
+    or offload, 0 % where the collective only progresses inside MPI_Wait."""
 
-    benchmark = parameter(['osu_barrier', *_COLLECTIVES])
+    benchmark = parameter(['osu_barrier', *_COLLECTIVES, 'osu_iallreduce'])
     figures = [sized('latency', 'us', LOWER, 'avg_latency_us', _COLLECTIVES),
                sized('latency_max', 'us', LOWER, 'max_latency_us', _COLLECTIVES),
+               # osu_iallreduce: the collective alone (Pure Comm.), and overlapped.
+               sized('latency', 'us', LOWER, 'pure_comm_us', 'osu_iallreduce'),
+               sized('latency_max', 'us', LOWER, 'max_comm_us', 'osu_iallreduce'),
+               sized('overlap', '%', HIGHER, 'overlap_pct', 'osu_iallreduce'),
                # Barrier prints one row and no size column.
                Figure('latency', 'us', LOWER, lambda t: t['rows'][0]['avg_latency_us'],
                       where={'benchmark': 'osu_barrier'}),

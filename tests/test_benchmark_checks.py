@@ -147,6 +147,16 @@ def test_osu_collective_options():
     assert osu_lib.osu_options("osu_bcast", [8, 1048576]) == ["-m", "8:1048576", "-f", "-c"]
     # Barrier has no sizes and no validation (OSU 7.4 rejects -c for it).
     assert osu_lib.osu_options("osu_barrier", [8]) == ["-f"]
+    # The non-blocking allreduce: a collective, a sum validated on MPI_INT
+    # (tests/data/osu: MPI_CHAR fails from 16 B), gated at allreduce's sizes.
+    assert osu_lib.osu_options("osu_iallreduce", [8, 1048576]) == \
+        ["-m", "8:1048576", "-f", "-c", "-T", "mpi_int"]
+    assert osu_lib.osu_options("osu_iallreduce", [8, 1048576], validate=False) == \
+        ["-m", "8:1048576", "-f"]
+    assert osu_lib.osu_binary("/p", "osu_iallreduce") == \
+        "/p/libexec/osu-micro-benchmarks/mpi/collective/osu_iallreduce"
+    assert [osu_lib.size_set(b) for b in ("osu_iallreduce", "osu_allreduce", "osu_bw")] == \
+        ["allreduce", "allreduce", "bw"]
 
 
 def test_osu_device_buffers_and_pairs():
@@ -192,6 +202,24 @@ def test_osu_sanity_on_recorded_tables():
     osu_lib.check_osu_table(old, "osu_latency", [8, 4096], validate=False)
     barrier = parse_osu(read("osu/osu_barrier_np2.txt"))
     osu_lib.check_osu_table(barrier, "osu_barrier", [8], validate=True)
+
+
+def test_osu_iallreduce_sanity_and_figures_on_its_recorded_tables():
+    timed = parse_osu(read("osu/osu_iallreduce_np2_full_m8-1048576.txt"))
+    osu_lib.check_osu_table(timed, "osu_iallreduce", [8, 1048576], validate=False)
+    checked = parse_osu(read("osu/osu_iallreduce_np2_full_validate_mpi_int_x2_i10.txt"))
+    osu_lib.check_osu_table(checked, "osu_iallreduce", [8, 1048576], validate=True)
+    with pytest.raises(Insane, match="no Validation column"):
+        osu_lib.check_osu_table(timed, "osu_iallreduce", [8, 1048576], validate=True)
+    figures = {f.name: f for f in _load_check("osu").OsuCollective.figures
+               if f.where == {"benchmark": "osu_iallreduce"}}
+    assert sorted(figures) == ["latency_max_{}", "latency_{}", "overlap_{}"]
+    assert figures["latency_{}"].read(timed, 1048576) == 1816.35      # Pure Comm.(us)
+    assert figures["latency_max_{}"].read(timed, 1048576) == 2177.22  # Max Comm.(us)
+    # Open MPI 4.1 without a progress thread, 2 ranks on 2 loaded cores: the
+    # collective progresses inside MPI_Wait only, nothing is overlapped.
+    assert figures["overlap_{}"].read(timed, 8) == 0.0
+    assert figures["overlap_{}"].better == "higher"
 
 
 VALIDATED_ALLREDUCE = """

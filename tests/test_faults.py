@@ -411,6 +411,12 @@ def test_a_spack_environment_without_its_spack_key(root):
     (lambda d: d["partitions"]["default"].update(osu={"samples": 0}),
      "partitions.default.osu.samples", "0"),
     (lambda d: d.update(site="elsewhere"), "site", "but the folder is 'local'"),
+    # What a benchmark's schema cannot say, its own check says
+    # (hpc_health/parsers/registry.py), at the same place.
+    (lambda d: d["partitions"]["default"].update(osu={"sizes": {"latency": [8, 24]}}),
+     "partitions.default.osu.sizes.latency.1", "24 is not a power of two"),
+    (lambda d: d["partitions"]["default"].update(stream={"spec": "stream ntimes=5"}),
+     "partitions.default.stream.spec", "sets ntimes; the check derives it"),
 ])
 def test_a_wrong_setting_is_named_by_file_line_and_key(root, change, where, message):
     _edit_site(root, change)

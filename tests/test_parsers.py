@@ -41,6 +41,8 @@ GOOD = {
         "osu/osu_barrier_np2.txt", "osu/osu_bcast_np2.txt", "osu/osu_bibw_np2.txt",
         "osu/osu_bw_np2.txt", "osu/osu_latency_np2.txt", "osu/osu_latency_np2_m0-4096.txt",
         "osu/osu_latency_np2_x100_i1000_m0-4096.txt", "osu/osu_mbw_mr_np2.txt",
+        "osu/osu_iallreduce_np2_full_m8-1048576.txt", "osu/osu_iallreduce_np2_m8-65536.txt",
+        "osu/osu_iallreduce_np2_full_validate_mpi_int_x2_i10.txt",
     ],
     "ior": [
         "ior/ior_mpiio_collective_np2.txt", "ior/ior_posix_fpp_np2.txt",
@@ -200,6 +202,21 @@ def test_stream_segfault():
          (262144, "avg_latency_us", 33.30)),
         ("osu_bcast_np2.txt", "OSU MPI Broadcast Latency Test", "7.4", "collective",
          ["size", "avg_latency_us"], 1, 1048576, (16, "avg_latency_us", 0.15)),
+        # Non-blocking: the time overall, the computation, the collective alone
+        # (Pure Comm.) and the share of it hidden behind the computation.
+        ("osu_iallreduce_np2_m8-65536.txt", "OSU MPI Non-blocking Allreduce Latency Test",
+         "7.4", "collective", ["size", "overall_us", "compute_us", "pure_comm_us", "overlap_pct"],
+         8, 65536, (16384, "overlap_pct", 3.82)),
+        ("osu_iallreduce_np2_full_m8-1048576.txt",
+         "OSU MPI Non-blocking Allreduce Latency Test", "7.4", "collective",
+         ["size", "overall_us", "compute_us", "coll_init_us", "mpi_test_us", "mpi_wait_us",
+          "pure_comm_us", "min_comm_us", "max_comm_us", "overlap_pct"],
+         8, 1048576, (1048576, "pure_comm_us", 1816.35)),
+        ("osu_iallreduce_np2_full_validate_mpi_int_x2_i10.txt",
+         "OSU MPI Non-blocking Allreduce Latency Test", "7.4", "collective",
+         ["size", "overall_us", "compute_us", "coll_init_us", "mpi_test_us", "mpi_wait_us",
+          "pure_comm_us", "min_comm_us", "max_comm_us", "overlap_pct", "validation"],
+         8, 1048576, (8, "max_comm_us", 0.52)),
     ],
 )
 def test_osu_tables(name, benchmark, version, kind, columns, first_size, max_size, probe):
@@ -265,6 +282,8 @@ def test_osu_require_complete_catches_short_table():
         ("osu_latency_help.txt", "no OSU result table"),
         ("osu_hello_np2.txt", "no OSU result table"),
         ("osu_init_np2.txt", "no OSU result table"),
+        # -c on MPI_CHAR: OSU 7.4's expected sum overflows a char from 16 B.
+        ("osu_iallreduce_np2_full_validate_mpi_char_FAIL.txt", "OSU run was aborted"),
     ],
 )
 def test_osu_failures(name, match):

@@ -24,7 +24,13 @@ _HOSTS = 'rank-hosts.txt'
 #: Printed before the launch that validates the data (``-c``).
 VALIDATION_MARK = 'hpc-health: validation launch'
 
-COLLECTIVES = ('osu_barrier', 'osu_allreduce', 'osu_alltoall', 'osu_bcast')
+COLLECTIVES = ('osu_barrier', 'osu_allreduce', 'osu_alltoall', 'osu_bcast', 'osu_iallreduce')
+#: Non-blocking collectives: each gated at its blocking twin's message sizes
+#: (``osu_iallreduce``: ``osu.sizes.allreduce``), so the two compare size by size.
+NON_BLOCKING = ('osu_iallreduce',)
+#: OSU 7.4 validates MPI_CHAR sums with a char-sized expected value, which
+#: fails from 16 B up: these are validated on MPI_INT.
+SUMS = ('osu_allreduce', 'osu_iallreduce')
 ONE_SIDED = ('osu_put_latency', 'osu_get_latency', 'osu_put_bw', 'osu_get_bw',
              'osu_put_bibw', 'osu_acc_latency', 'osu_fop_latency', 'osu_cas_latency')
 
@@ -36,9 +42,7 @@ def osu_options(benchmark, sizes, validate=True, iterations=None, warmup=None,
     Only the gated range is run (``-m MIN:MAX``), which is also the size the
     table must reach.  ``-f`` exists only for collectives (pt2pt rejects it in
     OSU 7) and gives min/max latency over ranks.  ``-c`` validates the data
-    (OSU 7; barrier has none).  OSU 7.4 validates MPI_CHAR sums with a
-    char-sized expected value, which fails from 16 B up, so allreduce is
-    validated on MPI_INT.
+    (OSU 7; barrier has none), the sums on MPI_INT (:data:`SUMS`).
     """
     opts = []
     collective = benchmark in COLLECTIVES
@@ -51,7 +55,7 @@ def osu_options(benchmark, sizes, validate=True, iterations=None, warmup=None,
         opts += ['-f']
     if validate and benchmark != 'osu_barrier':
         opts += ['-c']
-        if benchmark == 'osu_allreduce':
+        if benchmark in SUMS:
             opts += ['-T', 'mpi_int']
     if benchmark == 'osu_mbw_mr' and pairs:
         opts += ['-p', str(pairs)]
@@ -60,6 +64,13 @@ def osu_options(benchmark, sizes, validate=True, iterations=None, warmup=None,
     if iterations:
         opts += ['-i', str(iterations)]
     return opts
+
+
+def size_set(benchmark):
+    """The key of an OSU program's gated sizes in ``osu.sizes``: its name
+    without ``osu_``, a non-blocking collective's its blocking twin's."""
+    name = benchmark.replace('osu_', '', 1)
+    return name[1:] if benchmark in NON_BLOCKING else name
 
 
 def osu_binary(prefix, benchmark):
@@ -159,7 +170,7 @@ class OsuBase(HealthCheck, RepeatedLaunches):
                                 warmup='warmup', device='device', samples='samples',
                                 validation_iterations='validation_iterations')
         if self.sizes is None:
-            key = self.size_set or self.benchmark.replace('osu_', '')
+            key = self.size_set or size_set(self.benchmark)
             self.sizes = sorted(setting(self, f'osu.sizes.{key}') or [])
         if self.device:
             gpus = sum(d.num_devices for d in self.current_partition.select_devices('gpu'))

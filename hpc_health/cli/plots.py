@@ -6,7 +6,9 @@ compare intervals.
 The benchmark pictures are found from how figures are named (a message
 size, a thread count or a rank count as the name's last part, see
 :mod:`hpc_health.judge.figures`), so a new check with an axis gets its
-curve without code here."""
+curve without code here; the other pictures a benchmark wants (Darshan's
+split of I/O time, the halo's strategies side by side) it declares beside
+its parser (:mod:`hpc_health.parsers.registry`)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Any
 
 from hpc_health.judge import verdicts as V
 from hpc_health.judge.figures import as_read
+from hpc_health.parsers import registry
 
 THIS, PREVIOUS, REFERENCE = "#1f5fa8", "#9a9a9a", "#2e8b57"
 WORSE, SHIFT, STACK = "#c0392b", "#7f7f7f", "#8e44ad"
@@ -27,9 +30,8 @@ _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 SIZE = re.compile(r"^(?P<prefix>[A-Za-z_]+?)_(?P<n>\d+)(?P<unit>B|KiB|MiB|GiB)$")
 THREADS = re.compile(r"^(?P<prefix>[A-Za-z_]+?)_(?P<n>\d+)t$")
 RANKS = re.compile(r"^(?P<prefix>[A-Za-z0-9_]+?)_n(?P<n>\d+)$")
-#: The parameter whose values a size curve shows side by side (the halo
-#: exchange's strategies) instead of a curve each.
-SIDE_BY_SIDE = "strategy"
+#: Colours of a split's parts, in order.
+PARTS = (THIS, STACK, REFERENCE, SHIFT)
 
 
 def _r(x: float | None) -> float | None:
@@ -152,8 +154,11 @@ def benchmark_views(current: Sequence[V.Verdict],
                     previous: Sequence[Any] = ()) -> list[tuple[str, str, dict[str, Any]]]:
     """(benchmark, title, figure) for one run's verdicts: curves along each
     axis (this run, the reference with its bounds, the previous run),
-    side-by-side strategies, the other figures as bars, the Darshan time
-    split and, for per-node runs, the heat map of nodes."""
+    side-by-side strategies, the other figures as bars, the splits the
+    benchmarks declare (Darshan's I/O time) and, for per-node runs, the heat
+    map of nodes."""
+    declared = registry.plots()
+    sides = {p.param: p for p in declared if isinstance(p, registry.SideBySide)}
     before = {(m.check, m.partition_fullname, m.environ, m.variable, m.node): m.value
               for m in previous if m.value is not None}
     curves: dict[tuple, list] = {}
@@ -168,15 +173,18 @@ def benchmark_views(current: Sequence[V.Verdict],
         where = (m.test, m.partition_fullname, m.environ)
         if axis:
             kind, prefix, x = axis
-            side = SIDE_BY_SIDE in m.params and kind == "size"
+            side = next((sides[p] for p in m.params if p in sides), None) \
+                if kind == "size" else None
             key = (*where, kind, prefix, m.unit,
-                   _params(m.params, SIDE_BY_SIDE if side else ""), side)
+                   _params(m.params, side.param if side else ""), side)
             curves.setdefault(key, []).append((x, m, prev))
         else:
             bars.setdefault((*where, m.unit), []).append((m, prev))
     out = [_curve(k, pts) for k, pts in curves.items()]
     out += [_bars(k, items) for k, items in bars.items()]
-    out += _darshan_split(current)
+    for plot in declared:
+        if isinstance(plot, registry.Split):
+            out += _split(plot, current)
     if pernode:
         out.append(_heatmap(pernode))
     return sorted(out, key=lambda o: o[0])
@@ -188,15 +196,15 @@ def _curve(key: tuple, pts: list) -> tuple[str, str, dict[str, Any]]:
     xtype = "log" if kind == "size" else "linear"
     title = f"{test} {prefix} {params} · {part} {env}".replace("  ", " ")
     if side:
-        # One bar per strategy at each size: which strategy wins where.
+        # One bar per value at each size: which strategy wins where.
         by: dict[str, list] = {}
         for x, m, _ in pts:
-            by.setdefault(str(m.params[SIDE_BY_SIDE]), []).append((x, m))
+            by.setdefault(str(m.params[side.param]), []).append((x, m))
         data = [{"type": "bar", "name": name, "x": [m.variable.split("_")[-1] for _, m in ms],
                  "y": [_r(m.value) for _, m in ms]} for name, ms in by.items()]
         return test, title, {"data": data, "layout": _layout(
             title, unit, barmode="group", yaxis={"type": "log", "title": {"text": unit}},
-            xaxis={"title": {"text": "halo size per neighbour"}})}
+            xaxis={"title": {"text": side.xtitle}})}
     xs = [x for x, _, _ in pts]
     ticks = [m.variable.rsplit("_", 1)[-1] if kind == "size" else str(x) for x, m, _ in pts]
     data = [{"type": "scatter", "mode": "lines+markers", "name": "this run", "x": xs,
@@ -247,38 +255,39 @@ def _bars(key: tuple, items: list) -> tuple[str, str, dict[str, Any]]:
     return test, title, {"data": data, "layout": _layout(title, unit, barmode="group")}
 
 
-def _darshan_split(current: Sequence[V.Verdict]) -> list[tuple[str, str, dict[str, Any]]]:
-    """Darshan's view of each I/O run: the share of the slowest rank's time
-    in data transfer against metadata, per module, with the bytes moved."""
+def _split(split: registry.Split,
+           current: Sequence[V.Verdict]) -> list[tuple[str, str, dict[str, Any]]]:
+    """A declared split of each test's run: one bar per group (Darshan's
+    modules), the share of each part in their sum, the note as bytes."""
+    wanted = [p for p, _ in split.parts] + ([split.note] if split.note else [])
     found: dict[tuple, dict[str, float]] = {}
     for v in current:
         m = v.measurement
         if m.value is None or not m.variable:
             continue
-        for module in ("posix", "mpiio"):
-            for what in ("io_time_slowest_rank", "meta_time", "bytes"):
-                if m.variable == f"{module}_{what}":
-                    key = (m.test, m.partition_fullname, m.environ, _params(m.params), module)
+        for group in split.groups:
+            for what in wanted:
+                if m.variable == f"{group}_{what}":
+                    key = (m.test, m.partition_fullname, m.environ, _params(m.params), group)
                     found.setdefault(key, {})[what] = m.value
     by_test: dict[tuple, list] = {}
-    for (test, part, env, params, module), f in found.items():
-        if "io_time_slowest_rank" in f and "meta_time" in f:
-            by_test.setdefault((test, part, env), []).append((f"{params} {module}".strip(), f))
+    for (test, part, env, params, group), f in found.items():
+        if all(p in f for p, _ in split.parts):
+            by_test.setdefault((test, part, env), []).append((f"{params} {group}".strip(), f))
     out = []
+    first = split.parts[0][0]
     for (test, part, env), rows in by_test.items():
         names = [n for n, _ in rows]
-        totals = [f["io_time_slowest_rank"] + f["meta_time"] or 1.0 for _, f in rows]
+        totals = [sum(f[p] for p, _ in split.parts) or 1.0 for _, f in rows]
         data = [{"type": "bar", "orientation": "h", "name": label, "y": names,
                  "x": [_r(100 * f[what] / tot) for (_, f), tot in zip(rows, totals)],
-                 "text": [_bytes(f.get("bytes")) if what == "io_time_slowest_rank" else ""
-                          for _, f in rows],
+                 "text": [_bytes(f.get(split.note)) if what == first else "" for _, f in rows],
                  "textposition": "inside", "marker": {"color": colour}}
-                for what, label, colour in (("io_time_slowest_rank", "data transfer", THIS),
-                                            ("meta_time", "metadata", STACK))]
-        title = f"{test}: Darshan, share of I/O time (bytes moved) · {part} {env}"
+                for (what, label), colour in zip(split.parts, PARTS)]
+        title = f"{test}: {split.title} · {part} {env}"
         out.append((test, title, {"data": data, "layout": _layout(
             title, "", barmode="stack", height=max(180, 60 + 32 * len(rows)),
-            xaxis={"title": {"text": "% of the slowest rank's I/O time"}, "range": [0, 100]})}))
+            xaxis={"title": {"text": split.axis}, "range": [0, 100]})}))
     return out
 
 

@@ -5,37 +5,28 @@ returns the figures of one output as plain JSON-able data, or raises
 :class:`ParseError` naming what is missing.  A parser never returns a partial
 figure: a truncated or garbled output is an error.  The ReFrame checks and the
 ``hpc-health parse`` command both call these functions.
-"""
 
-import importlib
+A benchmark's module here also declares what the core needs of it: its
+parsers, its settings and its pictures (:mod:`hpc_health.parsers.registry`),
+found without a list kept by hand.
+"""
 
 
 class ParseError(ValueError):
     """The output cannot be parsed; the message says what is missing."""
 
 
-# name -> "module:function"; imported on first use so that one broken parser
-# cannot take the others (or the CLI) down with it.
-_REGISTRY = {
-    "stream": "hpc_health.parsers.stream:parse_stream",
-    "osu": "hpc_health.parsers.osu:parse_osu",
-    "ior": "hpc_health.parsers.ior:parse_ior",
-    "mdtest": "hpc_health.parsers.mdtest:parse_mdtest",
-    "darshan": "hpc_health.parsers.darshan:parse_darshan",
-    "halo": "hpc_health.parsers.kernels:parse_halo",
-    "barrier": "hpc_health.parsers.kernels:parse_barrier",
-}
-
-
 def names():
-    return sorted(_REGISTRY)
+    """The parsers' names: every benchmark's declaration
+    (:mod:`hpc_health.parsers.registry`) lists its own."""
+    from hpc_health.parsers import registry
+    return sorted(registry.parsers())
 
 
 def get(name):
     """Return the parser function registered under *name*."""
-    try:
-        target = _REGISTRY[name]
-    except KeyError:
-        raise KeyError(f"unknown parser {name!r}; known: {', '.join(names())}") from None
-    module, func = target.split(":")
-    return getattr(importlib.import_module(module), func)
+    from hpc_health.parsers import registry
+    found = registry.parsers()
+    if name not in found:
+        raise KeyError(f"unknown parser {name!r}; known: {', '.join(names())}")
+    return found[name]

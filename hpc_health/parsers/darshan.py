@@ -47,6 +47,7 @@ import re
 
 from . import ParseError
 from ._text import check_text, fail, number, require_terminated
+from .registry import Benchmark, Split
 
 # darshan-parser prints --total/--perf/--file sections only for these
 _DETAILED = ("POSIX", "MPI-IO", "STDIO", "DFS", "DAOS")
@@ -361,3 +362,13 @@ def _file(module, body):
     if missing:
         raise ParseError(f"darshan --file {module} section lacks {', '.join(missing)}")
     return counts
+
+
+# Darshan's view of each I/O run in the report: the share of the slowest
+# rank's time in data transfer against metadata, per module, with the bytes
+# moved (its settings are IOR's: parsers/ior.py).
+BENCHMARK = Benchmark(
+    parsers={"darshan": parse_darshan},
+    plots=(Split("Darshan, share of I/O time (bytes moved)", groups=("posix", "mpiio"),
+                 parts=(("io_time_slowest_rank", "data transfer"), ("meta_time", "metadata")),
+                 axis="% of the slowest rank's I/O time", note="bytes"),))

@@ -34,6 +34,7 @@ import re
 
 from . import ParseError
 from ._text import check_text, fail, integer, number
+from .registry import BOOL, BYTES, MPI, POSINT, SPEC, Benchmark, strict
 
 _TEXT_TITLE = re.compile(r"^IOR-(\S+): MPI Coordinated Test of Parallel I/O", re.MULTILINE)
 _ERROR = re.compile(r"^ERROR:.*$", re.MULTILINE)
@@ -319,3 +320,47 @@ def ior_hints(text):
         out["passed" if kind.startswith("passed") else "returned"].append(hints)
     return out
 
+
+# --- what the core needs of IOR (and of Darshan around it) ---------------------------
+
+SETTINGS = strict({
+    "spec": {**SPEC, "default": "ior", "description": "Spack spec; also provides mdtest"},
+    "darshan": {**BOOL, "default": True,
+                "description": "instrument IOR and mdtest with Darshan"},
+    "darshan_runtime_spec": {**SPEC, "default": "darshan-runtime +mpi"},
+    "darshan_util_spec": {**SPEC, "default": "darshan-util"},
+    "ranks_per_node": {**POSINT, "description": "null: the partition's ranks_per_node"},
+    "block_size": {**BYTES, "default": "16m", "description": "-b per rank and segment"},
+    "transfer_size": {**BYTES, "default": "1m", "description": "-t"},
+    "segments": {**POSINT, "default": 4, "description": "-s"},
+    "repetitions": {**POSINT, "default": 3, "description": "-i, each repetition a sample"},
+    "direct_io": {**BOOL, "default": False,
+                  "description": "--posix.odirect in the POSIX modes: the node's page "
+                  "cache is not what is measured (node-local file systems)"},
+    "posix_allowance": {"type": ["integer", "null"], "minimum": 0, "default": 65536,
+                        "description": "bytes Darshan may see beyond IOR's own in the "
+                        "POSIX module (MPI's shared-memory files)"},
+})
+HINTS_SETTINGS = strict({
+    "mpi": {**MPI, "description": "settings that pick an Open MPI io component run only "
+            "with auto or openmpi"},
+    "settings": {"type": ["array", "null"], "items": {"type": "string",
+                                                      "pattern": r"^[a-z0-9_]+$"},
+                 "default": ["default", "romio_cb_enable", "romio_cb_disable",
+                             "romio_cb_automatic", "romio_one_aggregator",
+                             "romio_one_aggregator_per_node", "romio_cb_buffer_1m",
+                             "ompio_vulcan", "ompio_individual", "lustre_striped"],
+                 "description": "the settings swept (hpc_health/checklib/iohints.py; [] "
+                 "turns the sweep off)"},
+    "env": {"type": ["array", "null"], "items": {"type": "string", "pattern": r"^[A-Za-z_]\w*=.*$"},
+            "default": [], "description": "NAME=value set in every rank of every setting, e.g. "
+            "Cray MPICH's MPICH_MPIIO_HINTS_DISPLAY=1 (the library prints what it applied)"},
+    "stripe_count": {"type": ["integer", "null"], "minimum": -1,
+                     "description": "lfs setstripe -c for lustre_striped (unset: no Lustre, "
+                     "SKIPPED)"},
+    "stripe_size": {"type": ["string", "null"], "pattern": r"^[0-9]+[kKmMgG]?$",
+                    "default": "1m", "description": "lfs setstripe -S"},
+})
+
+BENCHMARK = Benchmark(parsers={"ior": parse_ior},
+                      settings={"ior": SETTINGS, "ior_hints": HINTS_SETTINGS})

@@ -9,6 +9,7 @@ import json
 import math
 
 from hpc_health.parsers import ParseError
+from hpc_health.parsers.registry import POSINT, Benchmark, SideBySide, strict
 
 HALO_STRATEGIES = ("BSBR", "SERE", "ISBR", "ISIR", "IRIS")
 
@@ -163,3 +164,46 @@ def parse_barrier(text):
 
     return {"ranks": ranks, "mpi_init_s": mpi_init_s, "first_barrier_s": first,
             "results": results}
+
+
+# --- what the core needs of our kernels and the start-up sweep ---------------------
+
+KERNELS_SETTINGS = strict({
+    "variants": {"type": ["string", "null"], "default": "",
+                 "description": "variants of the Spack build, e.g. 'build_type=Debug' "
+                 "(hpc-health-kernels is a CMakePackage)"},
+    "samples": {**POSINT, "default": 5, "description": "launches of halo and barrier per run, each "
+                "a sample"},
+    "halo_sizes": {"type": ["array", "null"], "minItems": 1,
+                   "items": {"type": "integer", "minimum": 1},
+                   "default": [8, 4096, 65536, 1048576], "description": "halo message sizes, bytes"},
+    "halo_iters": {**POSINT, "default": 200, "description": "timed exchanges per repetition"},
+    "halo_warmup": {"type": ["integer", "null"], "minimum": 0, "default": 20,
+                    "description": "untimed exchanges first"},
+    "halo_repetitions": {**POSINT, "default": 1, "description": "repetitions inside one "
+                         "halo launch; the launch's figure is their median"},
+    "barrier_iters": {**POSINT, "default": 2000,
+                      "description": "timed barriers per communicator size"},
+    "barrier_warmup": {"type": ["integer", "null"], "minimum": 0, "default": 200,
+                       "description": "untimed barriers first"},
+})
+STARTUP_SETTINGS = strict({
+    "launchers": {"type": ["array", "null"], "items": {"enum": ["srun", "mpirun"]},
+                  "default": ["srun", "mpirun"], "description": "launchers the start-up sweep "
+                  "runs under (srun only on Slurm partitions; mpirun with Open MPI's "
+                  "--map-by ppr:N:node)"},
+    "srun_options": {"type": ["array", "null"], "items": {"type": "string"}, "default": [],
+                     "description": "options of every srun launch, e.g. --mpi=pmix where "
+                     "Slurm's MpiDefault is none"},
+    "mpirun_options": {"type": ["array", "null"], "items": {"type": "string"}, "default": [],
+                       "description": "options of every mpirun launch"},
+    "samples": {**POSINT, "default": 5, "description": "rounds over every scale point, each "
+                "a sample"},
+    "iters": {**POSINT, "default": 20, "description": "timed barriers per launch (the figures "
+              "are MPI_Init and the first barrier; these only end the launch cleanly)"},
+})
+
+BENCHMARK = Benchmark(
+    parsers={"halo": parse_halo, "barrier": parse_barrier},
+    settings={"kernels": KERNELS_SETTINGS, "startup": STARTUP_SETTINGS},
+    plots=(SideBySide("strategy", "halo size per neighbour"),))

@@ -17,6 +17,7 @@ import re
 
 from . import ParseError
 from ._text import check_text, fail, fatal_line, number
+from .registry import POSINT, Benchmark, strict
 
 _LAUNCH = re.compile(
     r"^mdtest-(\S+) was launched with (\d+) total task\(s\) on (\d+) node\(s\)", re.MULTILINE
@@ -92,3 +93,14 @@ def _tables(lines):
         if not table:
             raise ParseError(f"mdtest SUMMARY {name} table has no rows")
     return tables, iterations
+
+
+SETTINGS = strict({
+    "ranks_per_node": {**POSINT, "description": "null: the partition's ranks_per_node"},
+    "items": {**POSINT, "default": 1000, "description": "-n files and directories per rank"},
+    "samples": {**POSINT, "default": 3, "description": "launches of mdtest, each a sample"},
+    "write_bytes": {"type": ["integer", "null"], "minimum": 0, "default": 0,
+                    "description": "-w bytes written to each file"},
+})
+
+BENCHMARK = Benchmark(parsers={"mdtest": parse_mdtest}, settings={"mdtest": SETTINGS})

@@ -29,6 +29,7 @@ import re
 
 from . import ParseError
 from ._text import check_text, fail, fatal_line, integer, number, require_terminated
+from .registry import BOOL, MPI, POSINT, SPEC, Benchmark, strict
 
 _TITLE = re.compile(r"^# (OSU .+?) v(\d+(?:\.\d+)*\S*)\s*$")
 _DATATYPE = re.compile(r"^# Datatype:\s*(\S+?)\.?\s*$")
@@ -194,3 +195,74 @@ def _kind(name):
     if _COLLECTIVE_WORDS.search(name):
         return "collective"
     return "latency"
+
+
+# --- what the core needs of OSU --------------------------------------------------
+
+#: Gated OSU message sizes per size set (bytes), unless the site says otherwise.
+SIZES = {
+    "latency": [8, 4096],
+    "bw": [65536, 4194304],
+    "bibw": [65536, 4194304],
+    "mbw_mr": [8, 65536],
+    "allreduce": [8, 1048576],
+    "alltoall": [8, 65536],
+    "bcast": [8, 1048576],
+}
+# Message sizes must be powers of two (check_settings): OSU doubles the size
+# from -m MIN up to MAX, so any other size would never be measured.
+_MSG_SIZES = {"type": ["array", "null"], "minItems": 1,
+              "items": {"type": "integer", "minimum": 1}}
+SETTINGS = strict({
+    "spec": {**SPEC, "default": "osu-micro-benchmarks", "description": "Spack spec, "
+             "e.g. 'osu-micro-benchmarks +cuda' on a GPU partition"},
+    "validate": {**BOOL, "default": True, "description": "one launch with -c (OSU 7 data "
+                 "validation; set false for OSU < 7) before the timed launches"},
+    "validation_iterations": {**POSINT, "default": 10,
+                              "description": "-i of the validation launch"},
+    "device": {"enum": ["cuda", "rocm", None],
+               "description": "run from device buffers (-d DEVICE; needs a +cuda/+rocm build)"},
+    "iterations": {**POSINT, "description": "-i (default: OSU's own)"},
+    "warmup": {**POSINT, "description": "-x (default: OSU's own)"},
+    "pairs": {**POSINT, "description": "osu_mbw_mr pairs (default: ranks per node / 2)"},
+    "samples": {**POSINT, "default": 3, "description": "launches per benchmark, each a sample"},
+    "sizes": {"type": ["object", "null"], "additionalProperties": _MSG_SIZES,
+              "description": "gated message sizes (bytes, powers of two) per size set; "
+              "a check names its set (osu_latency and osu_put_latency: latency)",
+              "properties": {k: {**_MSG_SIZES, "default": v} for k, v in SIZES.items()},
+              "default": {}},
+})
+_ALGO_NAMES = {"type": ["array", "null"], "minItems": 1,
+               "items": {"type": "string", "pattern": r"^[A-Za-z0-9_]+$"}}
+ALGORITHMS_SETTINGS = strict({
+    "mpi": {**MPI, "description": "the MPI whose algorithms are forced (auto: Open MPI "
+            "when the job finds ompi_info, else name it)"},
+    "collectives": {"type": ["array", "null"],
+                    "items": {"enum": ["osu_allreduce", "osu_bcast", "osu_alltoall"]},
+                    "default": ["osu_allreduce", "osu_bcast", "osu_alltoall"],
+                    "description": "collectives swept ([] turns the sweep off)"},
+    "only": {"type": ["object", "null"], "additionalProperties": False,
+             "properties": {k: _ALGO_NAMES for k in ("allreduce", "bcast", "alltoall")},
+             "default": {}, "description": "algorithm names per collective (default: every "
+             "one the MPI offers; MPICH: MPICH 4's named algorithms)"},
+    "rounds": {**POSINT, "default": 3, "description": "launches of each algorithm, "
+               "round-robin, each a sample"},
+    "finding_ratio": {"type": ["number", "null"], "minimum": 1, "default": 1.2,
+                      "description": "a default this many times the best algorithm's "
+                      "time is named as a finding"},
+})
+
+
+def check_settings(partition):
+    """Every gated size a power of two."""
+    sizes = (partition.get("osu") or {}).get("sizes") or {}
+    for size_set, values in sizes.items():
+        for i, size in enumerate(values or []):
+            if size & (size - 1):
+                yield (["osu", "sizes", size_set, i], f"{size} is not a power of two; OSU "
+                       "measures only powers of two between -m MIN and MAX")
+
+
+BENCHMARK = Benchmark(parsers={"osu": parse_osu},
+                      settings={"osu": SETTINGS, "osu_algorithms": ALGORITHMS_SETTINGS},
+                      check_settings=check_settings)

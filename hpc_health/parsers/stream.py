@@ -24,6 +24,7 @@ import re
 
 from . import ParseError
 from ._text import check_text, fail, fatal_line, is_finite, number
+from .registry import POSINT, SPEC, Benchmark, strict
 
 KERNELS = ("copy", "scale", "add", "triad")
 
@@ -124,3 +125,37 @@ def _validation(text):
         return {"validated": True, "validation_message": ok.group(0).strip()}
     # STREAM always prints one or the other after the table
     raise ParseError("STREAM output has no validation line (truncated?)")
+
+
+# --- what the core needs of STREAM ---------------------------------------------------
+
+SETTINGS = strict({
+    "spec": {**SPEC, "default": "stream +openmp", "description": "Spack spec; "
+             "stream_array_size/ntimes are added by the check"},
+    "array_size": {**POSINT, "description": "elements per array (default: each "
+                   "array >= 4x the node's last-level cache, from the processor topology)"},
+    "ntimes": {"type": ["integer", "null"], "minimum": 2, "default": 20,
+               "description": "repetitions of each kernel"},
+    "threads": {**POSINT, "description": "OpenMP threads (default: cores per node)"},
+    "samples": {**POSINT, "default": 5, "description": "STREAM executions per thread "
+                "count, each a sample"},
+    "thread_counts": {"type": ["array", "null"], "minItems": 1,
+                      "items": {"type": "integer", "minimum": 1},
+                      "description": "Triad series (default 1, 2, 4, ... and all cores)"},
+    "proc_bind": {"enum": ["spread", "close", "primary", "master", "true", None],
+                  "default": "spread", "description": "OMP_PROC_BIND"},
+    "places": {"type": ["string", "null"], "default": "cores", "description": "OMP_PLACES"},
+})
+
+
+def check_settings(partition):
+    """The spec must not set what the check derives."""
+    spec = (partition.get("stream") or {}).get("spec") or ""
+    for variant in ("stream_array_size", "ntimes"):
+        if variant in spec:
+            yield (["stream", "spec"], f"sets {variant}; the check derives it (use "
+                   "stream.array_size / stream.ntimes instead)")
+
+
+BENCHMARK = Benchmark(parsers={"stream": parse_stream}, settings={"stream": SETTINGS},
+                      check_settings=check_settings)

@@ -39,7 +39,7 @@ def header(site, run_dir, run_hw, refs, base, rounds, partition=None):
 
 def spack_line(site):
     found, how, fix = spack_kit.status(site)
-    return how if found else f"{how}: STREAM, OSU and IOR/mdtest will be SKIPPED. To fix: {fix}"
+    return how if found else f"{how}: every check that needs Spack will be SKIPPED. To fix: {fix}"
 
 
 def broad_line(whole):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from hpc_health import paths
 from hpc_health.errors import ConfigError
+from hpc_health.parsers import registry
 from hpc_health.site import yamlio
 from hpc_health.site.schema import SITE_SCHEMA, with_defaults
 
@@ -136,21 +137,9 @@ def load(name_or_path):
                 spack_env=spack_env, partitions=s["partitions"])
 
 
-
 def _check_benchmark_settings(doc):
-    """What the schema cannot say about the benchmark settings."""
+    """What the schema cannot say about the benchmark settings: each
+    benchmark's own check (:mod:`hpc_health.parsers.registry`)."""
     for pname, part in (doc.data.get("partitions") or {}).items():
-        part = part or {}
-        sizes = ((part.get("osu") or {}).get("sizes") or {})
-        for bench, values in sizes.items():
-            for i, size in enumerate(values or []):
-                if size & (size - 1):
-                    raise doc.error(["partitions", pname, "osu", "sizes", bench, i],
-                                    f"{size} is not a power of two; OSU measures only "
-                                    "powers of two between -m MIN and MAX")
-        spec = (part.get("stream") or {}).get("spec") or ""
-        for variant in ("stream_array_size", "ntimes"):
-            if variant in spec:
-                raise doc.error(["partitions", pname, "stream", "spec"],
-                                f"sets {variant}; the check derives it (use "
-                                "stream.array_size / stream.ntimes instead)")
+        for path, why in registry.check_settings(part or {}):
+            raise doc.error(["partitions", pname, *path], why)

@@ -1,0 +1,96 @@
+"""A benchmark is its own files: what the core needs of it (parsers,
+settings and their defaults, what the schema cannot say, pictures) is
+declared beside its parser (``hpc_health/parsers/registry.py``), and the
+site schema, ``hpc-health parse`` and the report read the declarations.
+No module in site/, cli/, judge/ or run/ names a benchmark."""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from hpc_health import parsers
+from hpc_health.parsers import registry
+from hpc_health.site import schema
+
+PACKAGE = Path(__file__).resolve().parent.parent / "hpc_health"
+#: The layers a new benchmark must not edit.
+CORE_LAYERS = ("site", "cli", "judge", "run")
+#: Spack's sources per benchmark, on their way out of site/ into the Spack
+#: package (issue 45 item 2): the one place left that names benchmarks.
+NOT_YET_MOVED = {"spack_kit.py", "spack_sources.py"}
+
+
+def test_every_benchmark_declares_its_parsers_and_settings():
+    assert set(registry.declared()) == {"darshan", "ior", "kernels", "mdtest", "osu", "stream"}
+    assert parsers.names() == ["barrier", "darshan", "halo", "ior", "mdtest", "osu", "stream"]
+    assert set(registry.settings()) == {"ior", "ior_hints", "kernels", "mdtest", "osu",
+                                        "osu_algorithms", "startup", "stream"}
+    assert parsers.get("osu") is registry.declared()["osu"].parsers["osu"]
+    with pytest.raises(KeyError, match="unknown parser 'nope'; known: barrier, darshan"):
+        parsers.get("nope")
+
+
+def test_the_site_schema_is_assembled_from_the_declarations():
+    partition = schema.SITE_SCHEMA["properties"]["partitions"]["additionalProperties"]
+    sections = registry.settings()
+    assert not set(sections) & set(schema.PARTITION_KEYS), "a section takes a partition key"
+    assert partition["properties"] == {**schema.PARTITION_KEYS, **sections}
+    for name, section in sections.items():
+        # Every setting documented, every section optional with its defaults.
+        assert section["default"] == {} and section["additionalProperties"] is False, name
+        for key, sub in section["properties"].items():
+            assert sub.get("description") or key.endswith("_spec"), f"{name}.{key}"
+    filled = schema.with_defaults(partition, {"osu": {"samples": None}})
+    assert filled["osu"]["samples"] == 3 and filled["stream"]["ntimes"] == 20
+
+
+def test_what_the_schema_cannot_say_is_said_by_each_benchmark():
+    problems = registry.check_settings({"osu": {"sizes": {"latency": [8, 24]}},
+                                        "stream": {"spec": "stream ntimes=5"}})
+    assert sorted(path for path, _ in problems) == [["osu", "sizes", "latency", 1],
+                                                    ["stream", "spec"]]
+    assert registry.check_settings({}) == []
+
+
+def test_a_section_or_parser_declared_twice_is_refused(monkeypatch):
+    twice = {"a": registry.Benchmark(settings={"x": {}}), "b": registry.Benchmark(settings={"x": {}})}
+    monkeypatch.setattr(registry, "declared", lambda: twice)
+    with pytest.raises(ValueError, match=r"settings 'x' is declared by both parsers/a.py and "
+                                         r"parsers/b.py"):
+        registry.settings()
+
+
+def _code_strings(path):
+    """The string constants of a module but its docstrings."""
+    tree = ast.parse(path.read_text(), str(path))
+    docs = {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)}
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docs]
+
+
+def test_no_core_layer_names_a_benchmark():
+    # A benchmark named in site/, cli/, judge/ or run/ (its settings, its
+    # parser, a picture of its own) is an edit there for the next one.
+    names = set(registry.settings()) | set(registry.parsers())
+    found = []
+    for layer in CORE_LAYERS:
+        for path in sorted((PACKAGE / layer).rglob("*.py")):
+            if path.name in NOT_YET_MOVED:
+                continue
+            for line, text in _code_strings(path):
+                hit = names & set(re.findall(r"[a-z_]+", text.lower()))
+                if hit:
+                    found.append(f"{path.relative_to(PACKAGE)}:{line}: {sorted(hit)} in {text!r}")
+    assert not found, "\n".join(found)
+
+
+def test_the_finder_sees_a_benchmark_named_in_code(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text('"""About osu."""\nX = {"osu": 1}\n')
+    assert _code_strings(path) == [(2, "osu")]
