@@ -155,7 +155,7 @@ def judge_all(measurements: Sequence[Measurement], refs: ReferenceSet | None = N
     checks = gating.site_checks(refs)
     label = baseline if callable(baseline) else (lambda m: baseline)
     out = [_early(m) for m in measurements]
-    pending, items, provs, xfails = [], [], [], []
+    legacy = []     # (index, reference, provenance, xfail): judged together
     for i, m in enumerate(measurements):
         if out[i] is not None:
             continue
@@ -173,12 +173,22 @@ def judge_all(measurements: Sequence[Measurement], refs: ReferenceSet | None = N
                             checks, budget, settings.get("tolerance"),
                             float(settings.get("reference_max_mdc") or 0.5))
             continue
-        pending.append(i)
-        provs.append(prov)
-        xfails.append(found[1])
-        items.append((stats_reference(m, prov), m.samples or [m.value], m.better))
-    for i, prov, xfail, res in zip(pending, provs, xfails,
-                                   stats.decide_many(items, alpha) if items else []):
+        legacy.append((i, prov, found[1]))
+    for i, v in _judged_per_run(measurements, legacy, alpha):
+        out[i] = v
+    for v in out:
+        if v.measurement.busy and v.verdict != SKIPPED:
+            # The likely cause beside the verdict: a busy node reads as a slow one.
+            v.reason = "; ".join(r for r in (v.reason, v.measurement.busy) if r)
+    return out
+
+
+def _judged_per_run(measurements, legacy, alpha):
+    """References without a captured spread, judged as before the gate: the
+    per-run test with Holm's correction over them (or bounds only)."""
+    items = [(stats_reference(measurements[i], prov), measurements[i].samples
+              or [measurements[i].value], measurements[i].better) for i, prov, _ in legacy]
+    for (i, prov, xfail), res in zip(legacy, stats.decide_many(items, alpha) if items else []):
         m = measurements[i]
         verdict, reason = res.verdict, res.reason + _rounds_note(m, prov)
         if xfail and verdict == DEGRADED:
@@ -188,14 +198,9 @@ def judge_all(measurements: Sequence[Measurement], refs: ReferenceSet | None = N
         weak = prov.get("weak")
         if weak:
             reason = f"{reason}; weak reference: {weak}"
-        out[i] = Verdict(m, verdict, deviation=res.deviation, reason=reason,
-                         mdc=res.mdc, p_value=res.p_value, method=res.method,
+        yield i, Verdict(m, verdict, deviation=res.deviation, reason=reason, mdc=res.mdc,
+                         p_value=res.p_value, method=res.method,
                          tag="weak reference" if weak else "")
-    for v in out:
-        if v.measurement.busy and v.verdict != SKIPPED:
-            # The likely cause beside the verdict: a busy node reads as a slow one.
-            v.reason = "; ".join(r for r in (v.reason, v.measurement.busy) if r)
-    return out
 
 
 def _gated(m, xfail, prov, past_nights, checks, budget, tolerances, max_mdc):

@@ -89,6 +89,25 @@ def propose(found: dict[Any, Any], stack_hashes: Sequence[str | None] = (),
     ``weak``.  The MDC is the one every run prints for the figure on its
     first judged night.
     """
+    proposals, nights, provs = _baselines(found)
+    made = _gated(nights, provs, budget, max_mdc)
+    for key in found:
+        proposals.setdefault(key, made.get(key))
+    used = sorted(set(rounds))
+    stacks = sorted(set(h for h in stack_hashes if h))
+    for prop in proposals.values():
+        if "leaf" not in prop:
+            continue
+        if used and used != [1]:
+            prop["provenance"]["rounds"] = used[0] if len(used) == 1 else used
+        if stacks:
+            prop["provenance"]["stack"] = ",".join(stacks)
+    return proposals
+
+
+def _baselines(found: dict[Any, Any]) -> tuple[dict[Any, Any], dict[Any, Any], dict[Any, Any]]:
+    """(proposals of the figures left out, each other figure's baseline
+    nights, their provenance so far)."""
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     proposals: dict[Any, Any] = OrderedDict()
     nights: dict[Any, gating.Baseline] = OrderedDict()
@@ -119,34 +138,30 @@ def propose(found: dict[Any, Any], stack_hashes: Sequence[str | None] = (),
                                       entry["unit"], stats.quantisation_step(allx)
                                       / math.exp(float(np.mean(logs))))
         provs[key] = prov
+    return proposals, nights, provs
+
+
+def _gated(nights: dict[Any, Any], provs: dict[Any, Any], budget: float,
+           max_mdc: float) -> dict[Any, Any]:
+    """The proposals of the figures with baseline nights: each check's
+    family fitted together, the budget shared by the gated checks."""
     families: dict[Any, dict[Any, gating.Baseline]] = OrderedDict()
     for key, base in nights.items():
         families.setdefault(gating.family_of(key[0], key[2][0]), OrderedDict())[key] = base
     noise = {}
     for members in families.values():
         noise.update(gating.capture_family(members))
-    # The gated checks share the budget: a family whose every figure is left
-    # out takes no share, which changes the others' (once is enough: fewer
-    # checks only lower the MDCs).
+    # A family whose every figure is left out takes no share of the budget,
+    # which changes the others' (once is enough: fewer checks only lower the MDCs).
     checks = len(families)
+    made: dict[Any, Any] = {}
     for _ in range(2):
         made = _judged(nights, noise, provs, checks, budget, max_mdc)
         gated = {gating.family_of(k[0], k[2][0]) for k, p in made.items() if "leaf" in p}
         if len(gated) in (checks, 0):
             break
         checks = len(gated)
-    for key in found:
-        proposals.setdefault(key, made.get(key))
-    used = sorted(set(rounds))
-    stacks = sorted(set(h for h in stack_hashes if h))
-    for prop in proposals.values():
-        if "leaf" not in prop:
-            continue
-        if used and used != [1]:
-            prop["provenance"]["rounds"] = used[0] if len(used) == 1 else used
-        if stacks:
-            prop["provenance"]["stack"] = ",".join(stacks)
-    return proposals
+    return made
 
 
 def _judged(nights, noise, provs, checks, budget, max_mdc):
