@@ -123,13 +123,50 @@ def test_the_checks_never_import_the_command_layer():
         assert not [d for d in deps if _within(d, COMMAND)], path.name
 
 
-def test_the_command_layer_borrows_only_the_table_printer_upwards():
-    # run/ prints the health table at the end of a run, with the printer
-    # `hpc-health report` uses: the one import from run/ into cli/.
+#: The layers, lowest first: a module may import its own layer and those
+#: below it, never one above (issue 45: every arrow points down).  The
+#: top-level modules are the ground floor; ``__main__`` is the entry point.
+LAYERS = (
+    ("hpc_health.errors", "hpc_health.paths", "hpc_health.processes", "hpc_health.units",
+     "hpc_health"),
+    ("hpc_health.parsers",),
+    ("hpc_health.site", "hpc_health.jobside", "hpc_health.spack"),
+    ("hpc_health.judge",),
+    ("hpc_health.store",),
+    ("hpc_health.checklib", "hpc_health.render"),
+    ("hpc_health.run",),
+    ("hpc_health.cli",),
+    ("hpc_health.__main__",),
+)
+
+
+def _rank(name):
+    best = None
+    for rank, prefixes in enumerate(LAYERS):
+        for p in prefixes:
+            if (name == p or name.startswith(p + ".")) and p != "hpc_health":
+                if best is None or len(p) > best[1]:
+                    best = (rank, len(p))
+    if best is None and name.startswith("hpc_health"):
+        return 0
+    return None if best is None else best[0]
+
+
+def test_every_import_points_down_or_sideways():
+    up = []
     for name, deps in _graph().items():
-        if _within(name, ("hpc_health.run",)):
-            assert {d for d in deps if _within(d, ("hpc_health.cli",))} <= \
-                {"hpc_health.cli.table"}, name
+        here = _rank(name)
+        for dep in deps:
+            there = _rank(dep)
+            if here is not None and there is not None and there > here:
+                up.append(f"{name} imports {dep}")
+    assert not up, "\n".join(up)
+
+
+def test_the_renderers_import_neither_the_commands_nor_the_run():
+    for name, deps in _graph().items():
+        if _within(name, ("hpc_health.render",)):
+            assert not [d for d in deps if _within(d, COMMAND)], name
 
 
 def _cycles(graph):

@@ -17,7 +17,7 @@ import yaml
 from sandbox import REPO, environ, hpc_health, make_root, store
 from store_fixtures import case, write_run
 
-from hpc_health.cli import escape
+from hpc_health.render import escape
 
 HOSTILE = "\x1b]0;owned\x07\x1b[2J\x9b31m"      # OSC retitle, clear screen, C1 CSI
 

@@ -7,9 +7,9 @@ import sqlite3
 
 import click
 
-from hpc_health.cli import escape
 from hpc_health.errors import ConfigError
 from hpc_health.paths import os_hint
+from hpc_health.render import escape
 
 
 class ErrorGroup(click.Group):

@@ -8,8 +8,9 @@ from dataclasses import asdict
 
 import click
 
-from hpc_health.cli import escape, table
 from hpc_health.cli.common import say_note, site_option
+from hpc_health.render import escape, table
+from hpc_health.render.table import broad_line
 
 
 def _partition_map(values):
@@ -128,17 +129,6 @@ def render(res, normalise=False):
     lines.append(f"hpc-health compare: {res.counts()}{broad}; exit {res.exit_code}")
     # Names, units, notes and the stack come from stored or imported runs.
     return "\n".join(escape.one_line(line) for line in lines)
-
-
-def broad_line(b):
-    """All figures together: the broad-shift verdict and its numbers."""
-    if b is None:
-        return "all figures together: not testable with fewer than 3 runs in all"
-    how = "worse" if b.change >= 0 else "better"
-    return (f"{b.word}: {b.worse} of {b.figures} figures worse, {b.better} better; the typical "
-            f"figure {abs(b.change):.1%} {how} [{b.low:+.1%}, {b.high:+.1%}] (+: worse; 95 %, "
-            f"t test over the runs' indices, {b.runs_a} against {b.runs_b} runs, "
-            f"p={b.p_value:.2g})")
 
 
 def _pct(frac):

@@ -2,8 +2,8 @@
 
 import click
 
-from hpc_health.cli import escape
 from hpc_health.cli.common import Ticker, dated_ahead, site_option
+from hpc_health.render import escape
 
 
 @click.command("export")
@@ -44,13 +44,11 @@ def export_cmd(site, run_sets, output, prom):
 
 def _prometheus(run, path):
     """The run judged as ``report`` judges it, in the text format."""
-    from hpc_health.cli import prometheus, summaries
-    from hpc_health.judge import results
-    from hpc_health.run import preflight, session
-    from hpc_health.store import runsets
+    from hpc_health.render import prometheus, summaries
+    from hpc_health.run import preflight
+    from hpc_health.store import judged, runsets
     site, refs = preflight.validate(run.site)
-    vs = session.judge_report(results.load_report(run.dir / "report.json"), refs,
-                              run.meta.get("hardware"), run=run, settings=site.settings)
+    vs = judged.verdicts_of(run, refs, site.settings)
     started = runsets.epoch(run.meta.get("started"))
     ahead = dated_ahead(run)
     text = prometheus.render(run.site, run.run_id, started, vs, ahead)

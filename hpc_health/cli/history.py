@@ -4,10 +4,10 @@ import sys
 
 import click
 
-from hpc_health.cli import escape
 from hpc_health.cli.common import say_note, site_option
 from hpc_health.errors import ConfigError
 from hpc_health.judge.figures import as_read
+from hpc_health.render import escape
 
 
 @click.command()

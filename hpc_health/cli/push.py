@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from hpc_health.cli import escape
 from hpc_health.cli.common import Ticker, site_option
 from hpc_health.errors import ConfigError
+from hpc_health.render import escape
 
 if TYPE_CHECKING:    # the command starts without numpy: judged runs import it
     from hpc_health.judge import verdicts as V
@@ -207,16 +207,13 @@ def push(site, url, retries, timeout, wait, token_file):
 
 
 def _push(site, runs, refs, url, token, retries, timeout):
-    from hpc_health.judge import results
-    from hpc_health.run import session
-    from hpc_health.store import acks
+    from hpc_health.store import acks, judged
     done = acks.acknowledged(url)
     queue = [r for r in runs if f"{r.site}/{r.run_id}" not in done]
     sent = 0
     tick = Ticker("push: runs sent", len(queue))
     for i, r in enumerate(queue):
-        vs = session.judge_report(results.load_report(r.dir / "report.json"), refs,
-                                  r.meta.get("hardware"), run=r, settings=site.settings)
+        vs = judged.verdicts_of(r, refs, site.settings)
         body = json.dumps(records(r, vs)).encode()
         for attempt in range(retries + 1):
             why = _send(url, body, token, timeout, idempotency_key(r))

@@ -2,9 +2,9 @@
 
 import click
 
-from hpc_health.cli import escape
 from hpc_health.cli.common import site_option
 from hpc_health.errors import ConfigError
+from hpc_health.render import escape
 
 
 @click.group()

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import click
 
-from hpc_health.cli import escape
-from hpc_health.cli.common import dated_ahead, say_note, site_option
+from hpc_health.cli.common import Ticker, dated_ahead, say_note, site_option
 from hpc_health.errors import ConfigError
+from hpc_health.render import escape
 
 
 @click.command(context_settings={"ignore_unknown_options": False})
@@ -89,11 +89,12 @@ def report(site, run_sets, html_file, markdown, junit_file):
             raise click.UsageError("--html does not combine with --markdown or --junit")
         sys.exit(_html(site, run_sets, html_file))
     run_set = run_sets[0] if run_sets else None
-    from hpc_health.cli import summaries, table
     from hpc_health.judge import comparison, results, verdicts
-    from hpc_health.run import preflight, session
+    from hpc_health.render import summaries, table
+    from hpc_health.run import preflight
     from hpc_health.site import sites
     from hpc_health.store import index, rundirs, runsets
+    from hpc_health.store import judged as stored
     s, refs = preflight.validate(site)
     with index.open_index() as idx:
         listing = idx.listing(s.name)
@@ -118,8 +119,7 @@ def report(site, run_sets, html_file, markdown, junit_file):
     for r in runs:
         rep = results.load_report(r.dir / "report.json")
         measured = results.measurements(rep)
-        vs = session.judge_report(rep, refs, r.meta.get("hardware"), run=r,
-                                  settings=s.settings)
+        vs = stored.verdicts_of(r, refs, s.settings, rep)
         if r.meta.get("per_node"):
             vs = verdicts.node_outliers(vs, s.settings.get("per_node_min_change"))
         judged.append((r.run_id, vs))
@@ -182,8 +182,8 @@ def runs_cmd(site, run_set, ids_only):
 
 
 def _html(site, run_sets, html_file):
-    from hpc_health.cli import html_report, summaries
     from hpc_health.judge import comparison
+    from hpc_health.render import html_report, summaries
     from hpc_health.run import preflight
     from hpc_health.site import sites
     from hpc_health.store import index, rundirs, runsets
@@ -216,7 +216,8 @@ def _html(site, run_sets, html_file):
             raise ConfigError(rundirs.runs_dir(s.name), "no stored run with a readable report")
         damaged = [(rid, why) for _, rid, why in listing.damaged]
         page, code, summary = html_report.health(
-            idx, s.name, runs, refs, damaged, s.settings.get("per_node_min_change"))
+            idx, s.name, runs, refs, damaged, s.settings.get("per_node_min_change"),
+            s.settings, Ticker("report: trends", 0))
     written = summaries.write_atomically(out, page)
     click.echo(f"wrote {written} ({len(page) / 1e6:.1f} MB): {summary}", err=True)
     return code

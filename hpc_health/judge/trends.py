@@ -3,7 +3,7 @@ point per run with its samples' spread, the stored reference and its
 bounds, the minimum detectable change, the level shifts in the series and
 the sustained step to worse, and the runs where the software stack changed.
 
-Computed here, drawn by :mod:`hpc_health.cli.html_report`: nothing here
+Computed here, drawn by :mod:`hpc_health.render.html_report`: nothing here
 renders."""
 
 from __future__ import annotations

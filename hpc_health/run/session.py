@@ -12,12 +12,12 @@ import sys
 import time
 
 from hpc_health import paths, processes
-from hpc_health.cli import table
 from hpc_health.errors import ConfigError
-from hpc_health.judge import drift, nights, results, verdicts
+from hpc_health.judge import drift, results, verdicts
 from hpc_health.judge.drift import DRIFT_NIGHTS
 from hpc_health.judge.stats.gate import FALSE_ALARM_BUDGET
 from hpc_health.paths import os_hint
+from hpc_health.render import table
 from hpc_health.run import prebuild
 from hpc_health.run.command import (
     gather_early_logs,
@@ -45,7 +45,7 @@ from hpc_health.run.provenance import (
 )
 from hpc_health.run.signals import StopNow, Stopped, StopSignals, stop_process_group
 from hpc_health.site.spack_kit import find_spack
-from hpc_health.store import baseline, capture, index, rundirs, runsets
+from hpc_health.store import baseline, capture, index, judged, rundirs, runsets
 
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 #: Tonight passed, but a figure has stayed worse over the recent runs.
@@ -226,7 +226,8 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
     verdict_list = verdicts.judge_all(measurements, refs, run_hw,
                                       baseline=_baseline_labels(base),
                                       past={} if per_node else
-                                      past_nights(site.name, run_dir.name, meta.get("started")),
+                                      judged.past_nights(site.name, run_dir.name,
+                                                         meta.get("started")),
                                       settings=site.settings)
     if per_node:
         verdict_list = verdicts.node_outliers(verdict_list,
@@ -388,28 +389,6 @@ def _baseline_labels(base):
         return ""
     return lambda m: (base.label_of(baseline.case_of(m))
                       if baseline.case_of(m) in base.cases else "")
-
-
-def judge_report(report, refs=None, run_hardware=None, baseline="", run=None, settings=None):
-    """Verdicts of a stored run report (``hpc-health report``): of *run*
-    (the index's), with the nights stored before it, as its night judged it."""
-    past = {} if run is None or run.meta.get("per_node") else \
-        past_nights(run.site, run.run_id, run.meta.get("started"))
-    return verdicts.judge_all(results.measurements(report), refs, run_hardware,
-                              baseline=baseline, past=past, settings=settings)
-
-
-def past_nights(site_name, run_id, started):
-    """The stored nights before run *run_id* (:func:`nights.past`); none,
-    said on stderr, when the store cannot be read across runs: tonight is
-    then judged on its reference's baseline alone."""
-    try:
-        with index.open_index() as idx:
-            return nights.past(idx, idx.listing(site_name).runs, run_id, started)
-    except Exception as err:     # any: the night is judged all the same
-        print(f"hpc-health: the nights before this one could not be read "
-              f"({type(err).__name__}: {err}); judged on the baseline alone", file=sys.stderr)
-        return {}
 
 
 def _now():

@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hpc_health.cli import escape, table
 from hpc_health.errors import ConfigError
 from hpc_health.judge import verdicts as V
+from hpc_health.render import escape, table
 
 #: Verdicts a CI system shows as failures, and as skipped (nothing judged).
 FAILING = (V.DEGRADED, V.FAIL, V.OUTLIER)

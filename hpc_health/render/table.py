@@ -3,7 +3,7 @@
 import math
 import re
 
-from hpc_health.cli import escape
+from hpc_health.render import escape
 
 COLUMNS = ("check", "partition", "environ", "variable", "value", "reference",
            "bounds", "dev %", "MDC %", "noise (runs+nights, df)", "verdict")
@@ -122,3 +122,14 @@ def summary(verdicts):
     for v in verdicts:
         counts[v.verdict] = counts.get(v.verdict, 0) + 1
     return ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+
+
+def broad_line(b):
+    """All figures together: the broad-shift verdict and its numbers."""
+    if b is None:
+        return "all figures together: not testable with fewer than 3 runs in all"
+    how = "worse" if b.change >= 0 else "better"
+    return (f"{b.word}: {b.worse} of {b.figures} figures worse, {b.better} better; the typical "
+            f"figure {abs(b.change):.1%} {how} [{b.low:+.1%}, {b.high:+.1%}] (+: worse; 95 %, "
+            f"t test over the runs' indices, {b.runs_a} against {b.runs_b} runs, "
+            f"p={b.p_value:.2g})")

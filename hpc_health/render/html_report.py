@@ -12,13 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hpc_health.cli import html_page as H
-from hpc_health.cli import plots, summaries
-from hpc_health.cli import table as T
-from hpc_health.cli.common import Ticker
-from hpc_health.cli.compare import broad_line
 from hpc_health.judge import verdicts as V
-from hpc_health.store import runsets
+from hpc_health.render import html_page as H
+from hpc_health.render import plots, summaries
+from hpc_health.render import table as T
+from hpc_health.render.table import broad_line
+from hpc_health.store import judged, runsets
 
 
 def _order(v: V.Verdict) -> int:
@@ -44,24 +43,27 @@ def _stack_lines(stack: Sequence[tuple], specs: Sequence[tuple]) -> str:
 
 
 def health(idx: Any, site: str, runs: Sequence[Any], refs: Any,
-           damaged: Sequence[tuple[str, str]] = (), per_node_min_change: float | None = None
-           ) -> tuple[bytes, int, str]:
+           damaged: Sequence[tuple[str, str]] = (), per_node_min_change: float | None = None,
+           settings: Any = None, tick: Any = None) -> tuple[bytes, int, str]:
     """(the page, the latest run's exit code, a one-line summary) for
-    *runs* (index runs, oldest first)."""
+    *runs* (index runs, oldest first); the latest run's verdicts as its
+    night judged them (:mod:`hpc_health.store.judged`), *tick* told of the
+    trends' progress."""
     from hpc_health.judge import comparison, results, trends
     # The run that finished last by this machine's clock, not one dated ahead of it.
     latest = runsets.latest(runs)[0]
     at = list(runs).index(latest)
     previous = runs[at - 1] if at > 0 else None
-    measured = results.measurements(results.load_report(latest.dir / "report.json"))
-    vs = V.judge_all(measured, refs, latest.meta.get("hardware"))
+    report = results.load_report(latest.dir / "report.json")
+    measured = results.measurements(report)
+    vs = judged.verdicts_of(latest, refs, settings, report)
     if latest.meta.get("per_node"):
         vs = V.node_outliers(vs, per_node_min_change)
     before = results.measurements(results.load_report(previous.dir / "report.json")) \
         if previous else []
     stack, specs = comparison.stack_diff([previous], [latest], [before, measured]) \
         if previous else ([], [])
-    series = trends.trends(idx, runs, refs, Ticker("report: trends", 0))
+    series = trends.trends(idx, runs, refs, tick) if tick else trends.trends(idx, runs, refs)
     marks = trends.stack_changes(runs)
     ids = {t.key: f"t{i}" for i, t in enumerate(series)}
     specs_js: dict[str, dict[str, Any]] = {}

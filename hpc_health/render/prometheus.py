@@ -8,8 +8,8 @@ import math
 import re
 from collections.abc import Sequence
 
-from hpc_health.cli import escape
 from hpc_health.judge import verdicts as V
+from hpc_health.render import escape
 
 #: Declared unit -> (base-unit suffix, factor to the base unit).
 UNITS = {

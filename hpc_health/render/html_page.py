@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from hpc_health.cli import escape
+from hpc_health.render import escape
 
 #: In the page: how many plots are drawn, the time of the first screenful
 #: (ms since navigation), and errors caught; the browser test reads them.

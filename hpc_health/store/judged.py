@@ -1,0 +1,44 @@
+"""A stored run judged as its night judged it: against the site's
+references, with the nights stored before it (the gate's spread learns
+from them) and the site's settings.  ``report``, the exports, ``push`` and
+the HTML page read a run's verdicts through here, so each says what the
+night said."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from hpc_health.judge import nights, results, verdicts
+from hpc_health.store import index
+
+if TYPE_CHECKING:
+    from hpc_health.store.index import Run
+    from hpc_health.store.references import ReferenceSet
+
+
+def past_nights(site_name: str, run_id: str,
+                started: str | None) -> dict[tuple[Any, ...], list[nights.Night]]:
+    """The stored nights before run *run_id* (:func:`nights.past`); none,
+    said on stderr, when the store cannot be read across runs: the run is
+    then judged on its references' baseline alone."""
+    try:
+        with index.open_index() as idx:
+            return nights.past(idx, idx.listing(site_name).runs, run_id, started)
+    except Exception as err:     # any: the night is judged all the same
+        print(f"hpc-health: the nights before this one could not be read "
+              f"({type(err).__name__}: {err}); judged on the baseline alone", file=sys.stderr)
+        return {}
+
+
+def verdicts_of(run: Run, refs: ReferenceSet | None,
+                settings: Mapping[str, Any] | None = None,
+                report: dict[str, Any] | None = None) -> list[verdicts.Verdict]:
+    """The verdicts of stored run *run* (its report read unless given)."""
+    if report is None:
+        report = results.load_report(run.dir / "report.json")
+    past = {} if run.meta.get("per_node") else \
+        past_nights(run.site, run.run_id, run.meta.get("started"))
+    return verdicts.judge_all(results.measurements(report), refs, run.meta.get("hardware"),
+                              past=past, settings=settings)
