@@ -303,7 +303,38 @@ def read(path: str | Path) -> Export:
     (and the run) when it is foreign, truncated, damaged, of a newer format
     version or altered since it was written."""
     path = Path(path)
-    limit = max_import_bytes()
+    raw, compressed = _unpacked(path, max_import_bytes())
+    inside = " inside gzip" if compressed else ""
+    if raw[257:262] == b"ustar":
+        raise _foreign(path, f"a tar archive{inside}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _foreign(path, f"binary data{inside}") from None
+    try:
+        doc = json.loads(text)
+    except ValueError as err:
+        if f'"format":"{FORMAT}"' in text[:4096].replace(" ", ""):
+            raise ConfigError(path, f"truncated or damaged export: invalid JSON ({err}); copy "
+                              "the file again") from None
+        raise _foreign(path, f"not JSON{inside}") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise _foreign(path, f'a JSON document without "format": "{FORMAT}"')
+    version = doc.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ConfigError(path, f"damaged export: format version {version!r}")
+    if version > VERSION:
+        raise ConfigError(path, f"export format version {version} (written by hpc-health "
+                          f"{doc.get('hpc_health', '?')}); this hpc-health {__version__} reads "
+                          f"version {VERSION}: import it with a newer hpc-health")
+    sites = doc.get("sites")
+    return Export(path, doc.get("created"), doc.get("hostname"), doc.get("hpc_health"),
+                  _entries(path, doc), sites if isinstance(sites, dict) else {})
+
+
+def _unpacked(path: Path, limit: int) -> tuple[bytes, bool]:
+    """(the file's bytes, gunzipped if they were, and whether they were),
+    never more than *limit* of them; ConfigError naming the file."""
     try:
         if path.stat().st_size > limit:
             raise ConfigError(path, f"holds more than {limit >> 20} MiB: export fewer runs per "
@@ -335,32 +366,7 @@ def read(path: str | Path) -> Export:
         raise ConfigError(path, f"unpacks to more than {limit >> 20} MiB (a year of nightly "
                           "runs is far less): export fewer runs per file, or set "
                           f"{_MAX_VAR} (MiB) higher")
-    inside = " inside gzip" if compressed else ""
-    if raw[257:262] == b"ustar":
-        raise _foreign(path, f"a tar archive{inside}")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise _foreign(path, f"binary data{inside}") from None
-    try:
-        doc = json.loads(text)
-    except ValueError as err:
-        if f'"format":"{FORMAT}"' in text[:4096].replace(" ", ""):
-            raise ConfigError(path, f"truncated or damaged export: invalid JSON ({err}); copy "
-                              "the file again") from None
-        raise _foreign(path, f"not JSON{inside}") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise _foreign(path, f'a JSON document without "format": "{FORMAT}"')
-    version = doc.get("version")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise ConfigError(path, f"damaged export: format version {version!r}")
-    if version > VERSION:
-        raise ConfigError(path, f"export format version {version} (written by hpc-health "
-                          f"{doc.get('hpc_health', '?')}); this hpc-health {__version__} reads "
-                          f"version {VERSION}: import it with a newer hpc-health")
-    sites = doc.get("sites")
-    return Export(path, doc.get("created"), doc.get("hostname"), doc.get("hpc_health"),
-                  _entries(path, doc), sites if isinstance(sites, dict) else {})
+    return raw, compressed
 
 
 def _entries(path, doc):
