@@ -216,16 +216,7 @@ def decide(res: VerdictResult, ref: Reference | None, direction: str, alpha: flo
     res.mdc = None if res.bound is None else mdc_of(
         res.sigma, res.sigma_better, res.df, alpha, POWER, to_log(res.bound, direction),
         direction)
-    notes = []
-    if ref.between_run_spread is None:
-        floor = EPISODE_FLOOR if ref.episode_floor is None else ref.episode_floor
-        notes.append(f"between-run noise not measured, assumed {pct(floor)}")
-    if ref.too_noisy:
-        notes.append("reference marked too noisy to gate")
-    if ref.estimator is not None and ref.estimator != ESTIMATOR:
-        notes.append(f"reference summarised by {ref.estimator}, tonight by {ESTIMATOR}: "
-                     f"re-capture it")
-    tail = ("; " + "; ".join(notes)) if notes else ""
+    tail = _notes(ref)
     mdc_txt = ("" if res.mdc is None
                else f"; only >= {pct(res.mdc)} worse is caught on {100 * POWER:.0f} % of nights")
 
@@ -248,6 +239,21 @@ def decide(res: VerdictResult, ref: Reference | None, direction: str, alpha: flo
             why = "worse side unbounded"
         res.reason = f"{where}, {why}{mdc_txt}{tail}"
     return res
+
+
+def _notes(ref: Reference) -> str:
+    """What a verdict says of its reference: assumed noise, too noisy,
+    summarised another way."""
+    notes = []
+    if ref.between_run_spread is None:
+        floor = EPISODE_FLOOR if ref.episode_floor is None else ref.episode_floor
+        notes.append(f"between-run noise not measured, assumed {_pct(floor)}")
+    if ref.too_noisy:
+        notes.append("reference marked too noisy to gate")
+    if ref.estimator is not None and ref.estimator != ESTIMATOR:
+        notes.append(f"reference summarised by {ref.estimator}, tonight by {ESTIMATOR}: "
+                     f"re-capture it")
+    return ("; " + "; ".join(notes)) if notes else ""
 
 
 def _pct(frac: float | None) -> str:

@@ -123,20 +123,7 @@ def propose_reference(samples_by_run: Sequence[Sequence[float]], unit: str,
     nothing (all 0, or one printed step more than ``cap`` of the value).
     """
     check_direction(direction)
-    runs = [c for c in (clean(r)[0] for r in samples_by_run) if c.size]
-    if not runs:
-        raise ValueError("no finite baseline samples")
-    allx = np.concatenate(runs)
-    if not np.any(allx != 0):
-        raise NoReference(f"below the timer's resolution: all {allx.size} samples are 0 {unit}")
-    value = location(allx)
-    if not value > 0:
-        raise NoReference(f"below the timer's resolution: its samples are 0 {unit} or less "
-                          f"(location {value:.3g} {unit})")
-    step = quantisation_step(allx)
-    if step / value > cap:
-        raise NoReference(f"below the timer's resolution: one printed step ({step:.3g} {unit}) "
-                          f"is {step / value:.0%} of the value {value:.3g} {unit}")
+    runs, allx, value, step = _measuring(samples_by_run, unit, cap)
     n, r = int(allx.size), len(runs)
     ref_log = math.log(value)
     sign = worse_sign(direction)
@@ -170,9 +157,18 @@ def propose_reference(samples_by_run: Sequence[Sequence[float]], unit: str,
     ref.lower, ref.upper = -min(b, BETTER_MAX), b
     sb, _ = noise_model(ref, m, better=True)
     ref.mdc = mdc_of(s, sb, df, family_alpha, POWER, bound_log, direction)
+    ref.too_noisy = raw > to_log(cap, direction)
+    notes = _proposal_notes(raw, cap, direction, resolution, r, n)
+    ref.note = "; ".join(notes)
+    return ref
+
+
+def _proposal_notes(raw: float, cap: float, direction: str, resolution: float, r: int,
+                    n: int) -> list[str]:
+    """What a proposed reference says of itself: too noisy, coarse
+    resolution, too few runs or samples."""
     notes = []
     if raw > to_log(cap, direction):
-        ref.too_noisy = True
         notes.append(f"too noisy to gate: healthy runs need +-{from_log(raw, direction):.0%} "
                      f"(bound capped at {cap:.0%})")
     if resolution > BOUND_FLOOR:
@@ -184,8 +180,7 @@ def propose_reference(samples_by_run: Sequence[Sequence[float]], unit: str,
     if n / r < RECOMMENDED_SAMPLES:
         notes.append(f"{n / r:.1f} samples per run: one wild sample cannot be told "
                      f"from a degradation; take >= {RECOMMENDED_SAMPLES}")
-    ref.note = "; ".join(notes)
-    return ref
+    return notes
 
 
 def night_logs(samples_by_run: Sequence[Sequence[float]], unit: str) -> np.ndarray:
@@ -193,6 +188,14 @@ def night_logs(samples_by_run: Sequence[Sequence[float]], unit: str) -> np.ndarr
     the nights the gate's spread and level come from.  Raises
     :class:`NoReference` for samples that measure nothing (all 0, or one
     printed step more than :data:`BOUND_CAP` of the value)."""
+    return run_location_logs(_measuring(samples_by_run, unit, BOUND_CAP)[0])
+
+
+def _measuring(samples_by_run: Sequence[Sequence[float]], unit: str,
+               cap: float) -> tuple[list[np.ndarray], np.ndarray, float, float]:
+    """(each run's finite samples, all of them, their location, one printed
+    step), or :class:`NoReference` for samples that measure nothing: all 0,
+    or one printed step more than *cap* of the value."""
     runs = [c for c in (clean(r)[0] for r in samples_by_run) if c.size]
     if not runs:
         raise ValueError("no finite baseline samples")
@@ -204,10 +207,10 @@ def night_logs(samples_by_run: Sequence[Sequence[float]], unit: str) -> np.ndarr
         raise NoReference(f"below the timer's resolution: its samples are 0 {unit} or less "
                           f"(location {value:.3g} {unit})")
     step = quantisation_step(allx)
-    if step / value > BOUND_CAP:
+    if step / value > cap:
         raise NoReference(f"below the timer's resolution: one printed step ({step:.3g} {unit}) "
                           f"is {step / value:.0%} of the value {value:.3g} {unit}")
-    return run_location_logs(runs)
+    return runs, allx, value, step
 
 
 def runs_for_mdc(ref: Reference, direction: str, target: float, family: int = 1,
