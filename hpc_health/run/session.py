@@ -1,5 +1,7 @@
 """``hpc-health run``: ReFrame does the running, we add judgement and memory."""
 
+from __future__ import annotations
+
 import dataclasses
 import errno
 import functools
@@ -10,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from typing import Any
 
 from hpc_health import paths, processes
 from hpc_health.errors import ConfigError
@@ -43,6 +46,7 @@ from hpc_health.run.provenance import (
     site_hardware,
     software_stack,
 )
+from hpc_health.run.reframe_output import Kept, last_lines, ran_no_check, started_a_check
 from hpc_health.run.signals import StopNow, Stopped, StopSignals, stop_process_group
 from hpc_health.site.spack_kit import find_spack
 from hpc_health.store import baseline, capture, index, judged, rundirs, runsets
@@ -60,6 +64,23 @@ def run(*args, **kwargs):
     *run_tags* and *note* label the run for run sets (``tag:NAME``)."""
     with StopSignals() as stop:
         return _run(stop, *args, **kwargs)
+
+
+@dataclasses.dataclass
+class _Night:
+    """One run on its way: what the phases below hand each other."""
+    site: Any
+    refs: Any
+    partition: str | None
+    tags: tuple
+    extra: tuple
+    per_node: bool
+    out: Any
+    left_out: tuple
+    run_dir: Any = None
+    meta: dict = dataclasses.field(default_factory=dict)
+    run_hw: dict = dataclasses.field(default_factory=dict)
+    cmd: list = dataclasses.field(default_factory=list)
 
 
 def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, per_node=False,
@@ -80,55 +101,78 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
         if left_out:
             print(TUNING_LEFT_OUT, file=out)
         return code
+    night = _Night(site, refs, partition, tuple(tags), tuple(extra), per_node, out,
+                   tuple(left_out))
+    _start(night, rounds, run_tags, note)
+    proc, log = _reframe(night, stop)
+    interrupted = stop.signum is not None
+    exit_interrupted = 128 + (stop.signum or signal.SIGINT)
+    spack = collect_spack_records(night.run_dir)
+    stack, stack_hash = software_stack(spack)
+    night.meta.update(finished=_now(), reframe_exit_code=proc.returncode if proc else None,
+                      interrupted=interrupted, spack=spack, stack=stack, stack_hash=stack_hash)
+    if interrupted:
+        night.meta["stopped_by"] = signal.Signals(stop.signum).name
+    report, unreadable = None, None
+    try:
+        report = results.load_report(night.run_dir / "report.json")
+    except ConfigError as err:
+        unreadable = str(err)
+    if report is None:
+        night.meta["exit_code"] = exit_interrupted if interrupted else EXIT_USAGE
+        rundirs.write_json(night.run_dir / "run.json", night.meta)
+        _said_why_no_report(night, proc, log, unreadable, interrupted)
+        return night.meta["exit_code"]
+    return _judged(night, report, interrupted, exit_interrupted, adopt_baseline)
 
+
+def _start(night, rounds, run_tags, note):
+    """The run's directory, its run.json and its header."""
+    site, partition = night.site, night.partition
     check_free_space(paths.store_root())
     # Whatever the run starts and orphans (a benchmark whose launcher died)
     # becomes our child, so that nothing of it outlives the run.
     processes.become_subreaper()
-    run_dir = rundirs.new_run_dir(site.name)
+    night.run_dir = run_dir = rundirs.new_run_dir(site.name)
     rundirs.reserve_space(run_dir)
-    report_path = run_dir / "report.json"
     extras = {"hpc_health_site": site.name, "hpc_health_run": run_dir.name}
     if run_tags:
         extras["hpc_health_tags"] = ";".join(run_tags)
     if note:
         extras["hpc_health_note"] = note.replace(",", ";")
-    cmd = reframe_command(site, partition, tags, extra, prefix=run_dir,
-                          report=report_path, per_node=per_node, rounds=rounds, extras=extras,
-                          left_out=left_out)
-    run_hw = site_hardware(site, partition)
-    meta = {**base_provenance(site), "run_id": run_dir.name, "pid": os.getpid(),
-            "partition": partition, "select_tags": list(tags), "tags": list(run_tags),
-            "note": note, "per_node": per_node, "left_out_tags": list(left_out),
-            "rounds": rounds, "hardware": run_hw, "reframe_args": list(extra),
-            "capabilities": site_capabilities(site, partition),
-            "command": cmd, "started": _now()}
-    rundirs.write_json(run_dir / "run.json", meta)
-    base = baseline.status(site, refs, run_hw, pending=True)
-    for line in header(site, run_dir, run_hw, refs, base, rounds, partition):
-        print(line, file=out)
-    if left_out:
-        print(f"  {TUNING_LEFT_OUT}", file=out)
-    print(file=out, flush=True)
+    night.cmd = reframe_command(site, partition, night.tags, night.extra, prefix=run_dir,
+                                report=run_dir / "report.json", per_node=night.per_node,
+                                rounds=rounds, extras=extras, left_out=night.left_out)
+    night.run_hw = site_hardware(site, partition)
+    night.meta = {**base_provenance(site), "run_id": run_dir.name, "pid": os.getpid(),
+                  "partition": partition, "select_tags": list(night.tags),
+                  "tags": list(run_tags), "note": note, "per_node": night.per_node,
+                  "left_out_tags": list(night.left_out), "rounds": rounds,
+                  "hardware": night.run_hw, "reframe_args": list(night.extra),
+                  "capabilities": site_capabilities(site, partition),
+                  "command": night.cmd, "started": _now()}
+    rundirs.write_json(run_dir / "run.json", night.meta)
+    base = baseline.status(site, night.refs, night.run_hw, pending=True)
+    for line in header(site, run_dir, night.run_hw, night.refs, base, rounds, partition):
+        print(line, file=night.out)
+    if night.left_out:
+        print(f"  {TUNING_LEFT_OUT}", file=night.out)
+    print(file=night.out, flush=True)
 
+
+def _reframe(night, stop):
+    """Spack's pre-build, then ReFrame, its output shown and kept, until it
+    ends or a stop signal ends it; (ReFrame's process or None, the log)."""
+    site, run_dir, out = night.site, night.run_dir, night.out
     env = reframe_environ(run_dir.name, run_dir / "reframe-debug.log")
     began = time.time()
     shown = ProgressFilter()
-    progress = Progress(previous_duration(site.name, meta))
+    progress = Progress(previous_duration(site.name, night.meta))
     proc = None
     stop.arm()
-    with _Kept(run_dir / "reframe.out") as log:
+    with Kept(run_dir / "reframe.out") as log:
         try:
-            sp = site.settings.get("spack") or {}
-            parallel = prebuild.workers(sp.get("parallel_builds"))
-            # Without Spack the fixtures skip, saying why: nothing to build.
-            if parallel > 1 and find_spack(sp.get("spack_root")):
-                dry = reframe_command(site, partition, tags, extra, prefix=run_dir / "prebuild",
-                                      report=run_dir / "prebuild" / "report.json",
-                                      per_node=per_node, dry_run=True, left_out=left_out)
-                meta["prebuild"] = prebuild.prebuild(
-                    dry, run_dir / "prebuild", env, parallel,
-                    lambda line: print(line, file=out, flush=True))
+            if _prebuild(night, env):
                 # The pace of the checks, not of the builds.
                 progress.start = progress.clock()
             # ReFrame in its own process group: a stop reaches every benchmark
@@ -136,7 +180,7 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
             # pass it on.
             # errors="replace": under an ASCII locale a byte ReFrame or a
             # benchmark wrote in UTF-8 must not end the reading of its output.
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            proc = subprocess.Popen(night.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     text=True, errors="replace", bufsize=1, env=env,
                                     start_new_session=True,
                                     preexec_fn=functools.partial(processes.child_setup,
@@ -151,17 +195,47 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
                     out.flush()
             proc.wait()
         except Stopped as err:
-            try:
-                print(f"\nhpc-health: {err.name} received: stopping ReFrame and its jobs; the "
-                      "checks that completed are judged and kept", file=sys.stderr, flush=True)
-                if proc is not None:
-                    stop_process_group(proc)
-                    log.write(proc.stdout.read() if proc.stdout else "")
-            except StopNow:
-                if proc is not None:
-                    processes.stop_group(proc, ((signal.SIGKILL, 1.0),))
+            _stopping(err, proc, log)
     stop.closing()
-    gather_early_logs(began, site.reframe_config, run_dir / "reframe-start.log")
+    _after_reframe(night, began, log)
+    return proc, log
+
+
+def _prebuild(night, env):
+    """The run's Spack spec sets built side by side before the checks;
+    whether there were any (without Spack the fixtures skip, saying why)."""
+    sp = night.site.settings.get("spack") or {}
+    parallel = prebuild.workers(sp.get("parallel_builds"))
+    if parallel <= 1 or not find_spack(sp.get("spack_root")):
+        return False
+    run_dir = night.run_dir
+    dry = reframe_command(night.site, night.partition, night.tags, night.extra,
+                          prefix=run_dir / "prebuild", report=run_dir / "prebuild" / "report.json",
+                          per_node=night.per_node, dry_run=True, left_out=night.left_out)
+    night.meta["prebuild"] = prebuild.prebuild(
+        dry, run_dir / "prebuild", env, parallel,
+        lambda line: print(line, file=night.out, flush=True))
+    return True
+
+
+def _stopping(err, proc, log):
+    """A stop signal during the run: ReFrame and its jobs stopped."""
+    try:
+        print(f"\nhpc-health: {err.name} received: stopping ReFrame and its jobs; the "
+              "checks that completed are judged and kept", file=sys.stderr, flush=True)
+        if proc is not None:
+            stop_process_group(proc)
+            log.write(proc.stdout.read() if proc.stdout else "")
+    except StopNow:
+        if proc is not None:
+            processes.stop_group(proc, ((signal.SIGKILL, 1.0),))
+
+
+def _after_reframe(night, began, log):
+    """ReFrame's early logs gathered, the store's reserve released, what
+    was lost of its output and what it left running said."""
+    run_dir = night.run_dir
+    gather_early_logs(began, night.site.reframe_config, run_dir / "reframe-start.log")
     rundirs.release_reserve(run_dir)
     if log.lost is not None:
         print(f"hpc-health: {run_dir / 'reframe.out'}: {log.lost.strerror or log.lost} after "
@@ -169,67 +243,59 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
               f"({os_hint(log.lost)})", file=sys.stderr)
     left = processes.stop_descendants(grace=1.0)
     if left:
-        meta["left_behind"] = [f"{name} ({pid})" for pid, name in left]
+        night.meta["left_behind"] = [f"{name} ({pid})" for pid, name in left]
         print(f"hpc-health: stopped {len(left)} process(es) the run left behind: "
-              + ", ".join(meta["left_behind"]), file=sys.stderr)
-    interrupted = stop.signum is not None
-    exit_interrupted = 128 + (stop.signum or signal.SIGINT)
+              + ", ".join(night.meta["left_behind"]), file=sys.stderr)
 
-    spack = collect_spack_records(run_dir)
-    stack, stack_hash = software_stack(spack)
-    meta.update(finished=_now(), reframe_exit_code=proc.returncode if proc else None,
-                interrupted=interrupted, spack=spack, stack=stack, stack_hash=stack_hash)
-    if interrupted:
-        meta["stopped_by"] = signal.Signals(stop.signum).name
-    report, unreadable = None, None
-    try:
-        report = results.load_report(report_path)
-    except ConfigError as err:
-        unreadable = str(err)
-    if report is None:
-        meta["exit_code"] = exit_interrupted if interrupted else EXIT_USAGE
-        rundirs.write_json(run_dir / "run.json", meta)
-        if proc is None:
-            print("\nhpc-health: stopped while Spack built, before any check ran; "
-                  f"the builds' output is in {run_dir / 'prebuild'}", file=sys.stderr)
-            _keep_why(run_dir, meta, f"stopped by {meta.get('stopped_by')} while Spack built, "
-                      "before any check ran")
-            return meta["exit_code"]
-        if interrupted and log.lost is None and not _started_a_check(run_dir / "reframe.out"):
-            print(f"\nhpc-health: stopped by {meta['stopped_by']} before ReFrame ran a check; "
-                  f"its output is in {run_dir / 'reframe.out'}", file=sys.stderr)
-            _keep_why(run_dir, meta, f"stopped by {meta['stopped_by']} before ReFrame ran a check")
-            return meta["exit_code"]
-        if proc.returncode == 0 and log.lost is None and \
-                _ran_no_check(run_dir / "reframe.out"):
-            chosen = " ".join([*(f"-t {t}" for t in tags), *extra]) or "the site's checks"
-            print(f"\nhpc-health: no check matched {chosen}: ReFrame ran none (a build "
-                  f"fixture such as StreamBuild is not a check of its own); "
-                  f"`hpc-health run --site {site.name} --list` names them", file=sys.stderr)
-            return meta["exit_code"]
-        tail = "".join(_last_lines(run_dir / "reframe.out", 15))
-        free = shutil.disk_usage(run_dir).free
-        # The reserve released: a full store shows its 4 MiB free again.
-        filled = getattr(log.lost, "errno", None) == errno.ENOSPC or \
-            free < rundirs.RESERVE_BYTES + (1 << 20)
-        full = (f"; the store's file system filled during the run ({free >> 20} MiB free "
-                f"in {run_dir.parent} now): free space or point HPC_HEALTH_STORE elsewhere"
-                if filled else "")
-        print(f"\nhpc-health: ReFrame exited with {proc.returncode}: {unreadable}{full}; "
-              f"ReFrame's last lines:\n{tail}", file=sys.stderr)
-        _keep_why(run_dir, meta, f"ReFrame exited with {proc.returncode}: {unreadable}{full}")
-        return meta["exit_code"]
 
+def _said_why_no_report(night, proc, log, unreadable, interrupted):
+    """Why a run has no report to judge, on stderr and in run.json."""
+    run_dir, meta = night.run_dir, night.meta
+    if proc is None:
+        print("\nhpc-health: stopped while Spack built, before any check ran; "
+              f"the builds' output is in {run_dir / 'prebuild'}", file=sys.stderr)
+        _keep_why(run_dir, meta, f"stopped by {meta.get('stopped_by')} while Spack built, "
+                  "before any check ran")
+        return
+    if interrupted and log.lost is None and not started_a_check(run_dir / "reframe.out"):
+        print(f"\nhpc-health: stopped by {meta['stopped_by']} before ReFrame ran a check; "
+              f"its output is in {run_dir / 'reframe.out'}", file=sys.stderr)
+        _keep_why(run_dir, meta, f"stopped by {meta['stopped_by']} before ReFrame ran a check")
+        return
+    if proc.returncode == 0 and log.lost is None and ran_no_check(run_dir / "reframe.out"):
+        chosen = " ".join([*(f"-t {t}" for t in night.tags), *night.extra]) \
+            or "the site's checks"
+        print(f"\nhpc-health: no check matched {chosen}: ReFrame ran none (a build "
+              f"fixture such as StreamBuild is not a check of its own); "
+              f"`hpc-health run --site {night.site.name} --list` names them", file=sys.stderr)
+        return
+    tail = "".join(last_lines(run_dir / "reframe.out", 15))
+    free = shutil.disk_usage(run_dir).free
+    # The reserve released: a full store shows its 4 MiB free again.
+    filled = getattr(log.lost, "errno", None) == errno.ENOSPC or \
+        free < rundirs.RESERVE_BYTES + (1 << 20)
+    full = (f"; the store's file system filled during the run ({free >> 20} MiB free "
+            f"in {run_dir.parent} now): free space or point HPC_HEALTH_STORE elsewhere"
+            if filled else "")
+    print(f"\nhpc-health: ReFrame exited with {proc.returncode}: {unreadable}{full}; "
+          f"ReFrame's last lines:\n{tail}", file=sys.stderr)
+    _keep_why(run_dir, meta, f"ReFrame exited with {proc.returncode}: {unreadable}{full}")
+
+
+def _judged(night, report, interrupted, exit_interrupted, adopt_baseline):
+    """The run judged, shown, stored, looked at across nights; its exit code."""
+    site, refs, run_dir, meta, out = night.site, night.refs, night.run_dir, night.meta, night.out
     measurements = results.measurements(report)
-    base = baseline.status(site, refs, run_hw, pending=baseline.counts(meta) and not interrupted,
+    base = baseline.status(site, refs, night.run_hw,
+                           pending=baseline.counts(meta) and not interrupted,
                            measurements=measurements)
-    verdict_list = verdicts.judge_all(measurements, refs, run_hw,
+    verdict_list = verdicts.judge_all(measurements, refs, night.run_hw,
                                       baseline=_baseline_labels(base),
-                                      past={} if per_node else
+                                      past={} if night.per_node else
                                       judged.past_nights(site.name, run_dir.name,
                                                          meta.get("started")),
                                       settings=site.settings)
-    if per_node:
+    if night.per_node:
         verdict_list = verdicts.node_outliers(verdict_list,
                                               site.settings.get("per_node_min_change"))
     code = exit_interrupted if interrupted else verdicts.exit_code(verdict_list)
@@ -241,8 +307,34 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
     _index(run_dir)
     # Across nights: a per-node run's copies and a stopped run's half are
     # not nights of the series.
-    drifts, whole = ([], None) if interrupted or per_node else \
+    drifts, whole = ([], None) if interrupted or night.per_node else \
         _across_nights(site, refs, run_dir.name)
+    code = _said_across_nights(night, drifts, whole, code)
+    state = "INTERRUPTED" if interrupted else {
+        EXIT_HEALTHY: "HEALTHY", EXIT_UNHEALTHY: "UNHEALTHY", EXIT_DRIFTING: "DRIFTING"}.get(
+        code, "ERROR")
+    summary = table.summary(verdict_list) + (f"; {len(drifts)} DRIFTING" if drifts else "") \
+        + (f"; {whole.word}" if whole is not None and whole.word else "")
+    print(f"\nhpc-health: {state} ({summary}); exit {code}", file=out)
+    adopted = False
+    if base.collecting and not interrupted:
+        # This run counts now that it is stored with its verdicts.
+        base = baseline.status(site, refs, night.run_hw, pending=False,
+                               measurements=measurements)
+        if base.complete and adopt_baseline:
+            written, proposals = baseline.adopt(site, base)
+            adopted = capture.summary(proposals)[0] > 0
+            for line in adoption_lines(base, written, proposals):
+                print(line, file=out)
+    print(next_step(site, verdict_list, base, run_dir, adopted, drifts, whole,
+                    meta.get("stopped_by")), file=out)
+    return code
+
+
+def _said_across_nights(night, drifts, whole, code):
+    """BROADLY WORSE and DRIFTING after the table, kept in run.json; the
+    exit code they make."""
+    meta, out = night.meta, night.out
     if whole is not None:
         meta["broad"] = dataclasses.asdict(whole)
         if whole.word:
@@ -258,25 +350,8 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
         if code == EXIT_HEALTHY:
             code = meta["exit_code"] = EXIT_DRIFTING
     if drifts or whole is not None:
-        rundirs.write_json(run_dir / "run.json", meta)
-        _index(run_dir)
-    state = "INTERRUPTED" if interrupted else {
-        EXIT_HEALTHY: "HEALTHY", EXIT_UNHEALTHY: "UNHEALTHY", EXIT_DRIFTING: "DRIFTING"}.get(
-        code, "ERROR")
-    summary = table.summary(verdict_list) + (f"; {len(drifts)} DRIFTING" if drifts else "") \
-        + (f"; {whole.word}" if whole is not None and whole.word else "")
-    print(f"\nhpc-health: {state} ({summary}); exit {code}", file=out)
-    adopted = False
-    if base.collecting and not interrupted:
-        # This run counts now that it is stored with its verdicts.
-        base = baseline.status(site, refs, run_hw, pending=False, measurements=measurements)
-        if base.complete and adopt_baseline:
-            written, proposals = baseline.adopt(site, base)
-            adopted = capture.summary(proposals)[0] > 0
-            for line in adoption_lines(base, written, proposals):
-                print(line, file=out)
-    print(next_step(site, verdict_list, base, run_dir, adopted, drifts, whole,
-                    meta.get("stopped_by")), file=out)
+        rundirs.write_json(night.run_dir / "run.json", meta)
+        _index(night.run_dir)
     return code
 
 
@@ -289,47 +364,6 @@ def _keep_why(run_dir, meta, why):
         rundirs.write_json(run_dir / "run.json", meta)
     except OSError:
         pass
-
-
-def _ran_no_check(reframe_out):
-    try:
-        return "Running 0 check(s)" in reframe_out.read_text(errors="replace")
-    except OSError:
-        return False
-
-
-def _started_a_check(reframe_out):
-    """Whether ReFrame's output shows a test case started."""
-    try:
-        return "RUN     " in reframe_out.read_text(errors="replace")
-    except OSError:
-        return True     # unknown: say what is known, ReFrame's last lines
-
-
-class _Kept:
-    """ReFrame's output into reframe.out, as much of it as the disk takes
-    (ReFrame's pipe is read to its end all the same)."""
-
-    def __init__(self, path):
-        self.fp, self.kept, self.lost = open(path, "w", buffering=1), 0, None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        try:
-            self.fp.close()     # closed even when its last flush fails
-        except OSError as err:
-            self.lost = self.lost or err
-        return False
-
-    def write(self, text):
-        if self.lost is None:
-            try:
-                self.fp.write(text)
-                self.kept += len(text)
-            except OSError as err:
-                self.lost = err
 
 
 def _index(run_dir):
@@ -393,21 +427,3 @@ def _baseline_labels(base):
 
 def _now():
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def _last_lines(path, count):
-    """ReFrame's last lines, without the blocks Python's logging prints when
-    a log file cannot be written (``--- Logging error ---`` ... ``Arguments:``:
-    its debug log is in the run directory, so a full store makes every later
-    log call print one)."""
-    kept, skipping = [], False
-    with open(path, errors="replace") as fp:
-        for line in fp:
-            if line.startswith("--- Logging error ---"):
-                skipping = True
-            elif skipping and line.startswith("Arguments:"):
-                skipping = False
-            elif not skipping:
-                kept.append(line)
-    return kept[-count:]
-
