@@ -490,7 +490,8 @@ def test_a_bootstrapped_spack_whose_python_lost_clingo_is_not_used_and_says_why(
     import json as _json
 
     from hpc_health.checklib import builds
-    from hpc_health.site import sites, spack_kit
+    from hpc_health.site import sites
+    from hpc_health.spack import kit as spack_kit
     home = no_spack / "spack" / "k"
     (home / "bin").mkdir(parents=True)
     spack, python = home / "bin" / "spack", home / "bin" / "python"
@@ -522,8 +523,8 @@ def _load_check(name):
 
 
 def _load_lib(name):
-    package = "jobside" if name == "spackenv" else "checklib"
-    return importlib.import_module(f"hpc_health.{package}.{name}")
+    module = "spack.environment" if name == "spackenv" else f"checklib.{name}"
+    return importlib.import_module(f"hpc_health.{module}")
 
 
 # ---- several runs in one job: marker lines split the output ----------------
@@ -577,7 +578,7 @@ def test_spacks_error_line_is_named_not_the_errors_its_warning_quotes():
 
 
 def test_a_develop_tree_is_copied_per_environment_and_refreshed_when_it_changes(tmp_path):
-    from hpc_health.jobside import sources as spackenv
+    from hpc_health.spack import sources as spackenv
     src = tmp_path / "STREAM"
     src.mkdir()
     (src / "stream.c").write_text("int main(){}\n")

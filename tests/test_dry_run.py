@@ -114,7 +114,7 @@ def launch_line(text, marker):
 
 
 def ensure_args(build_script):
-    line = launch_line(build_script, "hpc_health.jobside.spackenv ensure")
+    line = launch_line(build_script, "hpc_health.spack.environment ensure")
     assert line.endswith('|| echo "hpc-health: spackenv failed with exit $?"')
     args = shlex.split(line.split(" || ")[0])
     specs = [args[i + 1] for i, a in enumerate(args) if a == "--spec"]

@@ -12,8 +12,8 @@ import pytest
 from sandbox import environment_held
 
 from hpc_health import processes
-from hpc_health.jobside import spackenv
-from hpc_health.run import prebuild
+from hpc_health.spack import environment as spackenv
+from hpc_health.spack import prebuild
 
 
 def _script(stage, env_name, body, specs=1):
@@ -21,7 +21,7 @@ def _script(stage, env_name, body, specs=1):
     d.mkdir(parents=True)
     (d / "rfm_build.sh").write_text(
         "#!/bin/bash\n"
-        f"# python -m hpc_health.jobside.spackenv ensure --env-dir /envs/default-gnu-mpi/{env_name}"
+        f"# python -m hpc_health.spack.environment ensure --env-dir /envs/default-gnu-mpi/{env_name}"
         + " --spec x" * specs + " || echo failed\n" + body + "\n")
     return d
 

@@ -12,24 +12,25 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
 from hpc_health.checklib.check import RecordedSkip, settings
-from hpc_health.jobside import spackenv
+from hpc_health.spack import environment as spackenv
+from hpc_health.spack import kit
 
-_SPACKENV_MODULE = 'hpc_health.jobside.spackenv'
+_SPACKENV_MODULE = 'hpc_health.spack.environment'
 
 
 def spack_executable(test):
     """The spack command; in a dry run without Spack, the plain name, so the
     generated scripts show what a site with Spack would run."""
-    found = spackenv.find_spack(settings(test)['spack'].get('spack_root'))
+    found = kit.find_spack(settings(test)['spack'].get('spack_root'))
     if found is None and test.is_dry_run():
         return 'spack'
     return found
 
 
 def spack_missing_reason():
-    rec = spackenv.record()
+    rec = kit.record()
     if rec:
-        return f'Spack {spackenv.broken_python(rec)} (hpc-health spack setup mends it)'
+        return f'Spack {kit.broken_python(rec)} (hpc-health spack setup mends it)'
     return ('Spack not found: no `spack` on PATH, no $SPACK_ROOT and no '
             'spack.spack_root in the site settings')
 

@@ -7,7 +7,8 @@ import re
 import time
 
 from hpc_health.judge import verdicts
-from hpc_health.site import hardware, spack_kit
+from hpc_health.site import hardware
+from hpc_health.spack import kit as spack_kit
 from hpc_health.store import capture, rundirs
 
 

@@ -43,8 +43,7 @@ from pathlib import Path
 
 from hpc_health import paths
 from hpc_health.errors import ConfigError
-from hpc_health.jobside import spacklock
-from hpc_health.site import spack_sources
+from hpc_health.spack import kit_sources, lock
 
 RECORD = "bootstrap.json"
 #: Build tools registered as externals: the ones the local site's spec sets
@@ -108,9 +107,9 @@ class Kit:
     def say_origins(self, say=print):
         """Where each archive used came from, and whether it is an official
         one: an unofficial one is used only because this kit holds it."""
-        fetched = spack_sources.recorded(self.path)
+        fetched = kit_sources.recorded(self.path)
         for archive, _, _ in [self.spack, self.packages, *self.sources.values()]:
-            say(f"spack setup: {spack_sources.origin(archive, fetched.get(archive.name))}")
+            say(f"spack setup: {kit_sources.origin(archive, fetched.get(archive.name))}")
 
     def verify(self, say=print):
         """Check every file SHA256SUMS lists; ConfigError naming the first
@@ -187,9 +186,9 @@ def _spack(rec, *args, say=print, check=True, limit=SETUP_LIMIT_S):
     cmd = [rec["spack"], *args]
     t0 = time.monotonic()
     try:
-        rc, output = spacklock.run(cmd, float(os.environ.get("HPC_HEALTH_SPACK_LIMIT") or limit),
+        rc, output = lock.run(cmd, float(os.environ.get("HPC_HEALTH_SPACK_LIMIT") or limit),
                                    env=spack_env(rec))
-    except spacklock.TimedOut as err:
+    except lock.TimedOut as err:
         raise RuntimeError(str(err)) from None
     proc = subprocess.CompletedProcess(cmd, rc, output, "")
     if check and proc.returncode:
@@ -380,7 +379,7 @@ def make_kit(dest, base_url=None, spack=None, specs=MIRRORED, say=print):
     source mirror of *specs* made by ``spack mirror create`` with *spack*
     (a record), and SHA256SUMS over everything."""
     dest = Path(dest)
-    spack_sources.fetch_archives(dest, base_url, say)
+    kit_sources.fetch_archives(dest, base_url, say)
     if spack is not None and specs:
         # Two versions of one package do not concretize together (unify:
         # true): each spec alone, in one call (Spack solves them side by side;

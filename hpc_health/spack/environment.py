@@ -13,7 +13,8 @@ set) *outside* the stage, together with its ``spack.lock``, and:
 - records the prefixes, the lock and the concrete hashes in the stage, so the
   results keep their provenance.
 
-It runs as a script inside the build job (``python3 spackenv.py ensure ...``)
+It runs as a script inside the build job (``python -m
+hpc_health.spack.environment ensure ...``)
 and needs only the standard library and PyYAML.
 """
 
@@ -27,8 +28,9 @@ import time
 
 import yaml
 
-from hpc_health.jobside import sources, spacklock
-from hpc_health.site.spack_kit import broken_python, find_spack, record, spack_env  # noqa: F401 - re-exported
+from hpc_health.spack import lock as spacklock
+from hpc_health.spack import sources
+from hpc_health.spack.kit import record, spack_env
 
 STAMP = 'hpc-health-stamp.json'
 
@@ -200,7 +202,7 @@ RUN_ID_VAR = 'HPC_HEALTH_RUN_ID'
 #: first step, alone, before builds run side by side).
 PHASE_VAR = 'HPC_HEALTH_SPACKENV_PHASE'
 #: Builds the package index on every core (run by ``spack python``).
-INDEX_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'spack_index.py')
+INDEX_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'package_index.py')
 FAILED = 'hpc-health-failed.json'
 #: What a build script prints when ensure failed (its exit code follows).
 FAILED_MARK = 'hpc-health: spackenv failed with exit'
