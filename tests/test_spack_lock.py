@@ -16,10 +16,10 @@ import yaml
 from sandbox import hpc_health, make_root
 
 from hpc_health import processes
+from hpc_health.spack import commands, prebuild
 from hpc_health.spack import environment as spackenv
 from hpc_health.spack import kit as spack_kit
 from hpc_health.spack import lock as spacklock
-from hpc_health.spack import prebuild
 
 pytestmark = [pytest.mark.slow, pytest.mark.spack]
 
@@ -161,7 +161,7 @@ def test_an_ensure_past_its_limit_fails_with_the_limit_named(tmp_path):
     env_dir = tmp_path / "env"
     res = subprocess.run(_ensure_args(tmp_path, env_dir, tmp_path / "out", 300),
                          capture_output=True, text=True, timeout=120,
-                         env=dict(ENV, **{spackenv.LIMIT_VAR: "1"}))
+                         env=dict(ENV, **{commands.LIMIT_VAR: "1"}))
     assert res.returncode == 1, res.stdout + res.stderr
     assert "concretize -f did not finish within its time limit of 1 s: stopped" in res.stderr
     assert "Traceback" not in res.stderr

@@ -12,10 +12,8 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
 from hpc_health.checklib.check import RecordedSkip, settings
+from hpc_health.spack import commands, kit
 from hpc_health.spack import environment as spackenv
-from hpc_health.spack import kit
-
-_SPACKENV_MODULE = 'hpc_health.spack.environment'
 
 
 def spack_executable(test):
@@ -58,19 +56,9 @@ def ensure_command(test, spack, env_name, specs, develop=None):
     check then fails with Spack's own error excerpt as the reason, which
     ReFrame would otherwise reduce to "build job failed with exit code 1".
     """
-    env_dir_ = env_dir(test, env_name)
     sp = settings(test)['spack']
-    args = [sys.executable, '-m', _SPACKENV_MODULE, 'ensure', '--spack', spack,
-            '--env-dir', env_dir_, '--site-env', sp['environment'],
-            '--site-dir', settings(test)['site_dir'], '--out', '.']
-    for spec in specs:
-        args += ['--spec', spec]
-    for name, where in (develop or {}).items():
-        args += ['--develop', f'{name}={where}']
-    sp = settings(test)['spack']
-    for opt in ('install_tree', 'builtin_repo', 'source_mirror', 'bootstrap_mirror'):
-        if sp.get(opt):
-            args += [f'--{opt.replace("_", "-")}', sp[opt]]
+    args = commands.ensure(sys.executable, spack, env_dir(test, env_name), sp['environment'],
+                           settings(test)['site_dir'], specs, develop, sp)
     return (' '.join(_quote(a) for a in args) +
             f' || echo "{_FAILED_MARK} $?"')
 
@@ -145,7 +133,7 @@ def site_develop(test, specs):
 def placeholder_prefix(test, env_name, name):
     """Shell text that finds an installed prefix at job time: what a dry run
     shows instead of the prefix recorded by a real build."""
-    return f'$(spack -e {_quote(env_dir(test, env_name))} location -i {_quote(name)})'
+    return commands.location(env_dir(test, env_name), name)
 
 
 def _quote(arg):

@@ -1,5 +1,6 @@
 """Spack, in one place: the kit and the bootstrap (:mod:`kit`,
-:mod:`kit_sources`), the persistent environments a build ensures and the
+:mod:`kit_sources`), every Spack command line the suite runs
+(:mod:`commands`), the persistent environments a build ensures and the
 locks they wait on (:mod:`environment`, :mod:`lock`, :mod:`sources`),
 Spack's package index on every core (:mod:`package_index`) and the run's
 spec sets built before the checks (:mod:`prebuild`).

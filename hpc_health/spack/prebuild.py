@@ -25,9 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpc_health import processes
-from hpc_health.spack import environment
-
-_ENSURE = "-m hpc_health.spack.environment ensure"
+from hpc_health.spack import commands, environment
 
 
 @dataclass
@@ -63,7 +61,7 @@ def find_builds(stage):
     environment."""
     found = {}
     for script in sorted(Path(stage).glob("**/rfm_build.sh")):
-        line = next((ln for ln in script.read_text().splitlines() if _ENSURE in ln), None)
+        line = next((ln for ln in script.read_text().splitlines() if commands.ENSURE_MARK in ln), None)
         if line is None:
             continue
         args = shlex.split(line.split(" || ")[0])
