@@ -330,11 +330,11 @@ def test_darshan_figures():
 # ----------------------------------------------------------------- Spack layer
 
 def test_spec_names():
-    builds = _load_lib("builds")
-    assert builds.spec_name("ior%gcc@4 +x") == "ior"
-    assert builds.spec_name("osu-micro-benchmarks@7.4 +cuda cuda_arch=80") == \
+    spackenv = _load_lib("spackenv")
+    assert spackenv.spec_name("ior%gcc@4 +x") == "ior"
+    assert spackenv.spec_name("osu-micro-benchmarks@7.4 +cuda cuda_arch=80") == \
         "osu-micro-benchmarks"
-    assert builds.spec_name("stream +openmp stream_array_size=3 %cce") == "stream"
+    assert spackenv.spec_name("stream +openmp stream_array_size=3 %cce") == "stream"
 
 
 def test_composed_environment_searches_our_repo_before_builtin(tmp_path):

@@ -20,9 +20,9 @@ import pytest
 from hpc_health import paths
 from hpc_health.checklib import osu as osu_lib
 from hpc_health.checklib import stream as stream_lib
-from hpc_health.checklib.builds import spec_name
 from hpc_health.run import command
 from hpc_health.site import reframe_glue, sites
+from hpc_health.spack.environment import spec_name
 
 REPO = Path(__file__).resolve().parent.parent
 

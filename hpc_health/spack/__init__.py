@@ -2,8 +2,9 @@
 :mod:`kit_sources`), every Spack command line the suite runs
 (:mod:`commands`), the persistent environments a build ensures and the
 locks they wait on (:mod:`environment`, :mod:`lock`, :mod:`sources`),
-Spack's package index on every core (:mod:`package_index`) and the run's
-spec sets built before the checks (:mod:`prebuild`).
+Spack's package index on every core (:mod:`package_index`), what a build
+fixture asks of Spack (:mod:`fixtures`) and the run's spec sets built
+before the checks (:mod:`prebuild`).
 
 Part of the core: no ReFrame, no command layer.  Two of its modules run
 inside jobs: ``python -m hpc_health.spack.environment ensure`` in a build
