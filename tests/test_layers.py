@@ -257,6 +257,13 @@ def test_the_judge_and_the_store_type_every_public_function():
     assert not untyped
 
 
+def test_the_spack_command_lines_and_the_fixtures_side_are_typed():
+    # mypy checks all of spack/; these two are what the other layers call.
+    modules = _modules()
+    for name in ("hpc_health.spack.commands", "hpc_health.spack.fixtures"):
+        assert _untyped_public(modules[name]) == [], name
+
+
 # --- docs/development.md's map of the tree ------------------------------------------
 
 def _map_entries():

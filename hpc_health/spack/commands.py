@@ -19,6 +19,11 @@ Standard library only (the environment module imports it inside build jobs).
 
 import os
 import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Optional, Union
+
+#: A path given as text or as a Path.
+PathLike = Union[str, 'os.PathLike[str]']
 
 #: Each Spack command's time limit in seconds, by subcommand (a cold
 #: install here took 144 s, a concretization 30 s; a site building its MPI
@@ -36,59 +41,59 @@ ENSURE_MODULE = 'hpc_health.spack.environment'
 ENSURE_MARK = f'-m {ENSURE_MODULE} ensure'
 
 
-def in_env(env_dir, *args):
+def in_env(env_dir: PathLike, *args: str) -> list[str]:
     """*args* run in the Spack environment *env_dir*."""
     return ['-e', str(env_dir), *args]
 
 
-def env_of(args):
+def env_of(args: Sequence[str]) -> Optional[str]:
     """The environment directory a command runs in (``-e ENV``), or None."""
     return args[1] if args[:1] == ['-e'] else None
 
 
-def concretize(env_dir):
+def concretize(env_dir: PathLike) -> list[str]:
     return in_env(env_dir, 'concretize', '-f')
 
 
-def install(env_dir):
+def install(env_dir: PathLike) -> list[str]:
     return in_env(env_dir, 'install', '--fail-fast')
 
 
-def find_prefixes(env_dir, names):
+def find_prefixes(env_dir: PathLike, names: Iterable[str]) -> list[str]:
     """One line ``NAME<tab>PREFIX`` for each installed root of *names* (a
     ``location -i`` per root costs Spack's start-up, 2 s, each time)."""
     return in_env(env_dir, 'find', '--format', '{name}\t{prefix}', *names)
 
 
-def python_script(env_dir, script):
+def python_script(env_dir: PathLike, script: str) -> list[str]:
     """The Python file *script* run by Spack's own Python, Spack importable."""
     return in_env(env_dir, 'python', script)
 
 
-def python_code(code):
+def python_code(code: str) -> list[str]:
     """The Python program *code* run by ``spack python -c``, which compiles
     one statement: any program, wrapped in ``exec``."""
     return ['python', '-c', f'exec({code!r})']
 
 
-def version():
+def version() -> list[str]:
     return ['--version']
 
 
-def mirror_create(dest, specs):
+def mirror_create(dest: PathLike, specs: Iterable[str]) -> list[str]:
     """A source mirror of *specs* in *dest*.  Two versions of one package do
     not concretize together (unify: true): each spec alone, in one call
     (Spack solves them side by side; one call a spec took twice as long)."""
     return ['-c', 'concretizer:unify:false', 'mirror', 'create', '-d', str(dest), *specs]
 
 
-def location(env_dir, name):
+def location(env_dir: PathLike, name: str) -> str:
     """Shell text that finds the install prefix of *name* at job time: what
     a dry run shows instead of the prefix a real build recorded."""
     return f'$(spack -e {shlex.quote(str(env_dir))} location -i {shlex.quote(str(name))})'
 
 
-def limit_of(args):
+def limit_of(args: Sequence[str]) -> float:
     """The time limit of the Spack command *args* (after ``-e ENV``)."""
     try:
         given = float(os.environ.get(LIMIT_VAR) or 0)
@@ -97,11 +102,12 @@ def limit_of(args):
     if given > 0:
         return given
     command = next((a for a in args if not a.startswith('-') and a in LIMITS_S), None)
-    return LIMITS_S.get(command, 1800)
+    return LIMITS_S[command] if command else 1800
 
 
-def ensure(python, spack, env_dir, site_env, site_dir, specs, develop=None, options=None,
-           out='.'):
+def ensure(python: str, spack: str, env_dir: str, site_env: str, site_dir: str,
+           specs: Iterable[str], develop: Optional[Mapping[str, str]] = None,
+           options: Optional[Mapping[str, Optional[str]]] = None, out: str = '.') -> list[str]:
     """The command line that brings the persistent environment *env_dir* up
     to date (``python -m hpc_health.spack.environment ensure``): *specs*,
     *develop* packages (name -> ``path@version``) and the site's *options*
@@ -115,6 +121,7 @@ def ensure(python, spack, env_dir, site_env, site_dir, specs, develop=None, opti
     for name, where in (develop or {}).items():
         args += ['--develop', f'{name}={where}']
     for opt in ('install_tree', 'builtin_repo', 'source_mirror', 'bootstrap_mirror'):
-        if (options or {}).get(opt):
-            args += [f'--{opt.replace("_", "-")}', options[opt]]
+        value = (options or {}).get(opt)
+        if value:
+            args += [f'--{opt.replace("_", "-")}', value]
     return args

@@ -11,6 +11,8 @@ import json
 import os
 import shlex
 import shutil
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional
 
 from hpc_health.spack import commands, environment, kit
 
@@ -20,7 +22,7 @@ RECORD = 'spack-build.json'
 KEEP = [RECORD, 'spack.lock', 'spack-commands.log']
 
 
-def executable(spack_root, dry_run=False):
+def executable(spack_root: Optional[str], dry_run: bool = False) -> Optional[str]:
     """The spack command; in a dry run without Spack, the plain name, so the
     generated scripts show what a site with Spack would run."""
     found = kit.find_spack(spack_root)
@@ -29,7 +31,7 @@ def executable(spack_root, dry_run=False):
     return found
 
 
-def missing_reason():
+def missing_reason() -> str:
     rec = kit.record()
     if rec:
         return f'Spack {kit.broken_python(rec)} (hpc-health spack setup mends it)'
@@ -37,7 +39,8 @@ def missing_reason():
             'spack.spack_root in the site settings')
 
 
-def env_dir(spack_settings, partition, environ, env_name):
+def env_dir(spack_settings: Mapping[str, Any], partition: str, environ: str,
+            env_name: str) -> str:
     """Directory of the persistent environment *env_name* of *partition*
     and programming environment *environ* (names)."""
     if not spack_settings.get('environment') or not spack_settings.get('env_dir'):
@@ -45,7 +48,9 @@ def env_dir(spack_settings, partition, environ, env_name):
     return os.path.join(spack_settings['env_dir'], f'{partition}-{environ}', env_name)
 
 
-def ensure_line(python, spack, env_dir_, spack_settings, site_dir, specs, develop=None):
+def ensure_line(python: str, spack: str, env_dir_: str, spack_settings: Mapping[str, Any],
+                site_dir: str, specs: Iterable[str],
+                develop: Optional[Mapping[str, str]] = None) -> str:
     """Shell command that brings the persistent environment *env_dir_* up to
     date.
 
@@ -59,7 +64,7 @@ def ensure_line(python, spack, env_dir_, spack_settings, site_dir, specs, develo
             f' || echo "{environment.FAILED_MARK} $?"')
 
 
-def keep(stagedir, outputdir):
+def keep(stagedir: str, outputdir: str) -> None:
     """Copy the build's provenance files from *stagedir* to *outputdir*."""
     for name in KEEP:
         src = os.path.join(stagedir, name)
@@ -68,7 +73,7 @@ def keep(stagedir, outputdir):
             shutil.copy2(src, outputdir)
 
 
-def failure(stdout_path, stderr_path):
+def failure(stdout_path: str, stderr_path: str) -> Optional[str]:
     """Spack's error excerpt when the ensure command whose output and errors
     are in these files failed, else None."""
     try:
@@ -84,7 +89,7 @@ def failure(stdout_path, stderr_path):
     return (text[start:] if start >= 0 else text).strip() or 'spackenv failed (no message)'
 
 
-def busy(stderr_path):
+def busy(stderr_path: str) -> Optional[str]:
     """The reason when the ensure command whose errors are in this file
     found Spack busy, else None."""
     try:
@@ -99,7 +104,8 @@ def busy(stderr_path):
     return f"Spack busy: {first[0] if first else 'held by another process'}"
 
 
-def develop_for(develop_settings, specs):
+def develop_for(develop_settings: Optional[Mapping[str, str]],
+                specs: Iterable[str]) -> dict[str, str]:
     """The site's ``spack.develop`` entries (*develop_settings*) for the
     packages named in *specs* (a develop entry for a package outside the
     environment is an error to Spack)."""
@@ -107,12 +113,12 @@ def develop_for(develop_settings, specs):
     return {name: where for name, where in (develop_settings or {}).items() if name in names}
 
 
-def built(stagedir):
+def built(stagedir: str) -> dict[str, Any]:
     """The record a build wrote in *stagedir*: prefixes, lock, hashes."""
     with open(os.path.join(stagedir, RECORD)) as fp:
         return json.load(fp)
 
 
-def with_toolchain(specs, toolchain):
+def with_toolchain(specs: Iterable[str], toolchain: Optional[str]) -> list[str]:
     """*specs* with the compiler *toolchain* (``%cce``) added to each, if any."""
     return [f'{s} {toolchain}' for s in specs] if toolchain else list(specs)
