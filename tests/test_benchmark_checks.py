@@ -365,7 +365,7 @@ class _FakeBuild:
 
 
 def test_spack_failure_excerpt_reaches_the_fixture(tmp_path):
-    builds = _load_lib("builds")
+    builds = _load_lib("spack_build")
     (tmp_path / "rfm_build.out").write_text("hpc-health: spackenv failed with exit 1\n")
     (tmp_path / "rfm_build.err").write_text(
         "==> Warning: x\nhpc-health: spack -e /e concretize -f failed (exit 1):\n"
@@ -489,7 +489,7 @@ def test_a_bootstrapped_spack_whose_python_lost_clingo_is_not_used_and_says_why(
     clingo: every concretize would fail "bootstrapping is disabled"."""
     import json as _json
 
-    from hpc_health.checklib import builds
+    from hpc_health.checklib import spack_build as builds
     from hpc_health.site import sites
     from hpc_health.spack import kit as spack_kit
     home = no_spack / "spack" / "k"

@@ -176,7 +176,7 @@ class _FakeBuild:
 
 
 def test_the_fixture_reads_busy_as_a_reason_to_skip(tmp_path):
-    from hpc_health.checklib import builds
+    from hpc_health.checklib import spack_build as builds
     (tmp_path / "rfm_build.err").write_text(
         f"{spackenv.BUSY_MARK} spack -e /e install --fail-fast failed (exit 1): "
         "==> Error: LockTimeoutError: Timed out waiting for a write lock after 60 s\n")

@@ -3,7 +3,7 @@ or why there is none; the persistent environment of a partition and
 programming environment; the ensure line its job script runs; the files
 it keeps; Spack's failure or busy lock read back from its output.
 
-``hpc_health.checklib.builds`` holds the ReFrame fixtures and hands them
+``hpc_health.checklib.spack_build`` holds the ReFrame fixtures and hands them
 the test's settings and files; everything Spack is here (no ReFrame).
 """
 
