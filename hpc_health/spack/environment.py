@@ -14,8 +14,8 @@ set) *outside* the stage, together with its ``spack.lock``, and:
   results keep their provenance.
 
 It runs as a script inside the build job (``python -m
-hpc_health.spack.environment ensure ...``)
-and needs only the standard library and PyYAML.
+hpc_health.spack.environment ensure ...``) and needs only the standard
+library and PyYAML.
 """
 
 import argparse

@@ -6,8 +6,8 @@ the other.  On a new machine that was four concretizations and installs in
 a row, 400 s of the first run, on one core of two.  A dry run of the same
 selection writes every build fixture's script without running anything;
 those scripts are run here, several at once, and the checks then find
-their environments built (``environment ensure`` does only what changed, so a
-warm night costs a few seconds here).
+their environments built (:mod:`environment`'s ``ensure`` does only what
+changed, so a warm night costs a few seconds here).
 
 First, alone, Spack's package index is built (on every core by
 ``package_index.py``: about 40 s here on a new machine instead of 75 s
@@ -203,8 +203,8 @@ def _wait_any(running, say, poll=0.5, what=None):
 
 def _waiting(build):
     """The lock the build waits for when that is the last thing it said
-    in this step (:mod:`environment`'s ``hpc-health: waiting up to N s for LOCK: held
-    by ...``), or ''."""
+    in this step (:mod:`environment`'s ``hpc-health: waiting up to N s for
+    LOCK: held by ...``), or ''."""
     try:
         with open(build.script.parent / "rfm_build.out", "rb") as fp:
             fp.seek(build.offset)
