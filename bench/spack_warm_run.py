@@ -9,7 +9,8 @@ report and the build fixtures' ``spack-build.json`` / ``spack-commands.log``
   packages Spack really built (its ``==> Installing`` lines), per run: the
   cold run must build each spec once, the warm run nothing;
 - the Spack overhead per partition (the build fixtures' time: the
-  ``spackenv ensure`` wall time, and ReFrame's time for the fixture);
+  ``hpc_health.spack.environment ensure`` wall time, and ReFrame's time for
+  the fixture);
 - the suite's wall time against the sum of the benchmarks' own run times.
 
     bench/spack_warm_run.py --site local

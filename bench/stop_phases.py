@@ -60,7 +60,7 @@ import yaml
 from bench.fault_injection.hpc_health_run import throwaway_root
 from bench.fault_injection.tools import build_pmpi_delay
 from hpc_health import processes
-from hpc_health.site import spack_kit
+from hpc_health.spack import kit as spack_kit
 
 PHASES = ("reframe-start", "benchmark", "ignoring-ranks", "spack-build", "ior-write",
           "slurm-cancel", "slurm-cancel-child", "slurm-timelimit", "slurm-signal")

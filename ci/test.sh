@@ -34,7 +34,7 @@ export HPC_HEALTH_STORE=${HPC_HEALTH_STORE:-$(mktemp -d /tmp/hpc-health-test-sto
 echo "== fast stage: lint, types, unit tests, parsers, dry runs"
 start=$SECONDS
 "$venv/bin/ruff" check .
-"$venv/bin/mypy"      # the judge and store layers (pyproject.toml [tool.mypy])
+"$venv/bin/mypy"      # the judge and store layers, spack/ (pyproject.toml [tool.mypy])
 # --durations: every CI log says where its time went (docs/development.md, CI time).
 # Two workers, a test module each (its module fixtures stay in one process):
 # most fast tests start hpc-health or ReFrame processes and wait on them.

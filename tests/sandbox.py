@@ -92,9 +92,9 @@ def artifacts():
 @contextmanager
 def environment_held(env_dir):
     """Another process holding the Spack environment *env_dir* as a build
-    does (hpc_health.jobside.sources.env_lock); yields its pid."""
+    does (hpc_health.spack.sources.env_lock); yields its pid."""
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import time; from hpc_health.jobside import sources\n"
+        "import time; from hpc_health.spack import sources\n"
         f"with sources.env_lock({str(env_dir)!r}, 5):\n"
         "    print('held', flush=True); time.sleep(600)")], stdout=subprocess.PIPE, text=True)
     try:

@@ -358,11 +358,11 @@ def test_darshan_figures():
 # ----------------------------------------------------------------- Spack layer
 
 def test_spec_names():
-    builds = _load_lib("builds")
-    assert builds.spec_name("ior%gcc@4 +x") == "ior"
-    assert builds.spec_name("osu-micro-benchmarks@7.4 +cuda cuda_arch=80") == \
+    spackenv = _load_lib("spackenv")
+    assert spackenv.spec_name("ior%gcc@4 +x") == "ior"
+    assert spackenv.spec_name("osu-micro-benchmarks@7.4 +cuda cuda_arch=80") == \
         "osu-micro-benchmarks"
-    assert builds.spec_name("stream +openmp stream_array_size=3 %cce") == "stream"
+    assert spackenv.spec_name("stream +openmp stream_array_size=3 %cce") == "stream"
 
 
 def test_composed_environment_searches_our_repo_before_builtin(tmp_path):
@@ -393,7 +393,7 @@ class _FakeBuild:
 
 
 def test_spack_failure_excerpt_reaches_the_fixture(tmp_path):
-    builds = _load_lib("builds")
+    builds = _load_lib("spack_build")
     (tmp_path / "rfm_build.out").write_text("hpc-health: spackenv failed with exit 1\n")
     (tmp_path / "rfm_build.err").write_text(
         "==> Warning: x\nhpc-health: spack -e /e concretize -f failed (exit 1):\n"
@@ -517,8 +517,9 @@ def test_a_bootstrapped_spack_whose_python_lost_clingo_is_not_used_and_says_why(
     clingo: every concretize would fail "bootstrapping is disabled"."""
     import json as _json
 
-    from hpc_health.checklib import builds
-    from hpc_health.site import sites, spack_kit
+    from hpc_health.checklib import spack_build as builds
+    from hpc_health.site import sites
+    from hpc_health.spack import kit as spack_kit
     home = no_spack / "spack" / "k"
     (home / "bin").mkdir(parents=True)
     spack, python = home / "bin" / "spack", home / "bin" / "python"
@@ -550,8 +551,8 @@ def _load_check(name):
 
 
 def _load_lib(name):
-    package = "jobside" if name == "spackenv" else "checklib"
-    return importlib.import_module(f"hpc_health.{package}.{name}")
+    module = "spack.environment" if name == "spackenv" else f"checklib.{name}"
+    return importlib.import_module(f"hpc_health.{module}")
 
 
 # ---- several runs in one job: marker lines split the output ----------------
@@ -605,7 +606,7 @@ def test_spacks_error_line_is_named_not_the_errors_its_warning_quotes():
 
 
 def test_a_develop_tree_is_copied_per_environment_and_refreshed_when_it_changes(tmp_path):
-    from hpc_health.jobside import sources as spackenv
+    from hpc_health.spack import sources as spackenv
     src = tmp_path / "STREAM"
     src.mkdir()
     (src / "stream.c").write_text("int main(){}\n")

@@ -20,9 +20,9 @@ import pytest
 from hpc_health import paths
 from hpc_health.checklib import osu as osu_lib
 from hpc_health.checklib import stream as stream_lib
-from hpc_health.checklib.builds import spec_name
 from hpc_health.run import command
 from hpc_health.site import reframe_glue, sites
+from hpc_health.spack.environment import spec_name
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -114,7 +114,7 @@ def launch_line(text, marker):
 
 
 def ensure_args(build_script):
-    line = launch_line(build_script, "hpc_health.jobside.spackenv ensure")
+    line = launch_line(build_script, "hpc_health.spack.environment ensure")
     assert line.endswith('|| echo "hpc-health: spackenv failed with exit $?"')
     args = shlex.split(line.split(" || ")[0])
     specs = [args[i + 1] for i, a in enumerate(args) if a == "--spec"]

@@ -3,8 +3,9 @@ import circle, no module too long to read, few modules outside a layer, and
 docs/development.md's module map matching the tree.
 
 The layers (docs/development.md): ``cli/`` and ``run/`` on top; the core
-below them (``judge/``, ``store/``, ``site/``, ``parsers/``, ``jobside/``
-and the few top-level modules) imports neither, and no ReFrame; the check
+below them (``judge/``, ``store/``, ``site/``, ``spack/``, ``parsers/``,
+``jobside/`` and the few top-level modules) imports neither, and no ReFrame;
+``spack/`` (all of Spack) builds on the top-level modules only; the check
 library (``checklib/``) builds on the core with ReFrame; the checks
 (``reframe_checks/``) build on the check library and never import the
 command layer.
@@ -28,6 +29,9 @@ MAX_TOP_LEVEL = 6
 COMMAND = ("hpc_health.cli", "hpc_health.run", "hpc_health.__main__")
 #: Layers that are the check library or the checks, allowed ReFrame.
 WITH_REFRAME = ("hpc_health.checklib",)
+#: All of Spack: core, below the site layer; the site, the check library,
+#: the run and the commands call it.
+SPACK = ("hpc_health.spack",)
 
 
 def _module_name(path):
@@ -163,6 +167,45 @@ def test_every_import_points_down_or_sideways():
     assert not up, "\n".join(up)
 
 
+def test_spack_builds_only_on_the_top_level_modules():
+    # Kit, environments, locks, index, pre-build: one package below the
+    # site layer, importing neither ReFrame nor any other layer.
+    graph = _graph()
+    top = {_module_name(p) for p in PACKAGE.glob("*.py")}
+    spack = [n for n in graph if _within(n, SPACK)]
+    assert spack
+    for name in spack:
+        assert not [d for d in graph[name] if _within(d, ("hpc_health", "reframe"))
+                    and not _within(d, SPACK) and d not in top], name
+
+
+#: Words and pieces of the Spack command lines the suite runs: only
+#: hpc_health/spack/commands.py holds them.
+_SPACK_WORDS = {"concretize", "--fail-fast", "create"}
+_SPACK_PIECES = ("spack -e", "location -i", "concretizer:", "-m hpc_health.spack")
+
+
+def _code_strings(path):
+    """The string constants of *path* that are not docstrings."""
+    tree = ast.parse(path.read_text(), str(path))
+    docs = {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)}
+    return [n.value for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+
+
+def test_one_module_names_every_spack_command():
+    named = {}
+    for name, path in _modules().items():
+        found = [s for s in _code_strings(path)
+                 if s in _SPACK_WORDS or any(p in s for p in _SPACK_PIECES)]
+        if found:
+            named[name] = found
+    assert set(named) == {"hpc_health.spack.commands"}, named
+
+
 def test_the_renderers_import_neither_the_commands_nor_the_run():
     for name, deps in _graph().items():
         if _within(name, ("hpc_health.render",)):
@@ -249,6 +292,13 @@ def test_the_judge_and_the_store_type_every_public_function():
         if _within(name, ("hpc_health.judge", "hpc_health.store")) and _untyped_public(path):
             untyped[name] = _untyped_public(path)
     assert not untyped
+
+
+def test_the_spack_command_lines_and_the_fixtures_side_are_typed():
+    # mypy checks all of spack/; these two are what the other layers call.
+    modules = _modules()
+    for name in ("hpc_health.spack.commands", "hpc_health.spack.fixtures"):
+        assert _untyped_public(modules[name]) == [], name
 
 
 # --- docs/development.md's map of the tree ------------------------------------------

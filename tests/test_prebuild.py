@@ -12,8 +12,8 @@ import pytest
 from sandbox import environment_held
 
 from hpc_health import processes
-from hpc_health.jobside import spackenv
-from hpc_health.run import prebuild
+from hpc_health.spack import environment as spackenv
+from hpc_health.spack import prebuild
 
 
 def _script(stage, env_name, body, specs=1):
@@ -21,7 +21,7 @@ def _script(stage, env_name, body, specs=1):
     d.mkdir(parents=True)
     (d / "rfm_build.sh").write_text(
         "#!/bin/bash\n"
-        f"# python -m hpc_health.jobside.spackenv ensure --env-dir /envs/default-gnu-mpi/{env_name}"
+        f"# python -m hpc_health.spack.environment ensure --env-dir /envs/default-gnu-mpi/{env_name}"
         + " --spec x" * specs + " || echo failed\n" + body + "\n")
     return d
 
@@ -176,7 +176,7 @@ class _FakeBuild:
 
 
 def test_the_fixture_reads_busy_as_a_reason_to_skip(tmp_path):
-    from hpc_health.checklib import builds
+    from hpc_health.checklib import spack_build as builds
     (tmp_path / "rfm_build.err").write_text(
         f"{spackenv.BUSY_MARK} spack -e /e install --fail-fast failed (exit 1): "
         "==> Error: LockTimeoutError: Timed out waiting for a write lock after 60 s\n")

@@ -4,7 +4,7 @@ index itself is built by the kit test, tests/test_spack_real.py)."""
 import multiprocessing
 import os
 
-from hpc_health.jobside import spack_index
+from hpc_health.spack import package_index as spack_index
 
 
 def _share(queue, what):

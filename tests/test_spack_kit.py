@@ -12,7 +12,7 @@ import pytest
 from sandbox import REPO, hpc_health, make_root
 
 from hpc_health.errors import ConfigError
-from hpc_health.site import spack_kit
+from hpc_health.spack import kit as spack_kit
 
 SHARED_KIT = Path(os.environ.get("HPC_HEALTH_SPACK_KIT") or REPO.parent / "shared" / "spack-kit")
 needs_kit = pytest.mark.skipif(not (SHARED_KIT / "SHA256SUMS").is_file(),

@@ -16,9 +16,10 @@ import yaml
 from sandbox import hpc_health, make_root
 
 from hpc_health import processes
-from hpc_health.jobside import spackenv, spacklock
-from hpc_health.run import prebuild
-from hpc_health.site import spack_kit
+from hpc_health.spack import commands, prebuild
+from hpc_health.spack import environment as spackenv
+from hpc_health.spack import kit as spack_kit
+from hpc_health.spack import lock as spacklock
 
 pytestmark = [pytest.mark.slow, pytest.mark.spack]
 
@@ -58,7 +59,7 @@ def _ensure_args(tmp_path, env_dir, out, wait):
     site_dir = tmp_path / "site"
     site_dir.mkdir(exist_ok=True)
     (site_dir / "spack.yaml").write_text("spack: {specs: []}\n")
-    return [sys.executable, "-m", "hpc_health.jobside.spackenv", "ensure", "--spack", SPACK,
+    return [sys.executable, "-m", "hpc_health.spack.environment", "ensure", "--spack", SPACK,
             "--env-dir", str(env_dir), "--site-env", str(site_dir / "spack.yaml"),
             "--site-dir", str(site_dir), "--out", str(out), "--spec", "zlib",
             "--wait", str(wait)]
@@ -116,7 +117,7 @@ def test_the_prebuild_names_the_lock_and_goes_on_with_the_other_spec_sets(tmp_pa
     other = stage / "local" / "default" / "gnu-mpi" / "IorBuild_0"
     other.mkdir(parents=True)
     (other / "rfm_build.sh").write_text(
-        "#!/bin/bash\n# python -m hpc_health.jobside.spackenv ensure --env-dir "
+        "#!/bin/bash\n# python -m hpc_health.spack.environment ensure --env-dir "
         f"{tmp_path}/envs/default-gnu-mpi/ior --spec x\n"
         "sleep 1; echo 'hpc-health: Spack environment /e/ior: concretize ran, install ran, 1 s'\n")
     monkeypatch.setattr(prebuild, "HEARTBEAT_S", 2)
@@ -160,7 +161,7 @@ def test_an_ensure_past_its_limit_fails_with_the_limit_named(tmp_path):
     env_dir = tmp_path / "env"
     res = subprocess.run(_ensure_args(tmp_path, env_dir, tmp_path / "out", 300),
                          capture_output=True, text=True, timeout=120,
-                         env=dict(ENV, **{spackenv.LIMIT_VAR: "1"}))
+                         env=dict(ENV, **{commands.LIMIT_VAR: "1"}))
     assert res.returncode == 1, res.stdout + res.stderr
     assert "concretize -f did not finish within its time limit of 1 s: stopped" in res.stderr
     assert "Traceback" not in res.stderr

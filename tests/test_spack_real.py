@@ -22,7 +22,7 @@ import pytest
 import yaml
 from sandbox import environment_held, hpc_health, make_root
 
-from hpc_health.site import spack_kit
+from hpc_health.spack import kit as spack_kit
 
 pytestmark = [pytest.mark.slow, pytest.mark.spack, pytest.mark.spack_build]
 
@@ -225,12 +225,12 @@ def test_each_spec_set_is_built_once_and_a_warm_run_runs_no_spack_command(runs):
     commands = [line for log in cold_dir.glob("prebuild/stage/**/spack-commands.log")
                 for line in log.read_text().splitlines() if line.startswith("$ ")]
     assert sum(" concretize -f" in line for line in commands) == 4, commands
-    assert sum(line.endswith("/spack_index.py") for line in commands) == 1, commands
+    assert sum(line.endswith("/package_index.py") for line in commands) == 1, commands
     # ... on every core, never left to Spack.  Spack's cache outlives the
     # session (as a site's does), so on a machine that ran this before the
     # builtin index is already up to date; our repo, checked out anew, is not.
     index_logs = [log.read_text() for log in cold_dir.glob("prebuild/stage/**/spack-commands.log")
-                  if "spack_index.py" in log.read_text()]
+                  if "package_index.py" in log.read_text()]
     indexed = r"(\d+ packages on \d+ cores|up to date)"
     assert re.search(rf"index of repo builtin: {indexed}, ", index_logs[0]), index_logs[0]
     assert re.search(rf"index of repo hpc_health: {indexed}, ", index_logs[0]), index_logs[0]

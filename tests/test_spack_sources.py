@@ -17,7 +17,7 @@ import pytest
 from sandbox import REPO, hpc_health, make_root
 
 from hpc_health.errors import ConfigError
-from hpc_health.site import spack_sources
+from hpc_health.spack import kit_sources as spack_sources
 
 SHARED_KIT = Path(os.environ.get("HPC_HEALTH_SPACK_KIT") or REPO.parent / "shared" / "spack-kit")
 pytestmark = pytest.mark.skipif(not (SHARED_KIT / "SHA256SUMS").is_file(),
@@ -168,7 +168,7 @@ def test_a_source_that_cannot_be_fetched_is_named(tmp_path):
 
 
 def test_setup_says_where_each_archive_of_a_kit_came_from():
-    from hpc_health.site import spack_kit
+    from hpc_health.spack import kit as spack_kit
     said = []
     spack_kit.Kit(SHARED_KIT).say_origins(said.append)
     assert said[0].startswith("spack setup: spack-1.2.0.dev0-9cf66332df.tar.gz: Spack 1.2.0.dev0, "

@@ -14,9 +14,9 @@ from reframe.core.builtins import fixture, run_after, variable
 from reframe.core.exceptions import SanityError
 
 from hpc_health.checklib import darshan
-from hpc_health.checklib.builds import SpackBuild, with_toolchain
 from hpc_health.checklib.check import HealthCheck, Insane, num_nodes, ranks_per_node, settings
 from hpc_health.checklib.shell import shell_path
+from hpc_health.checklib.spack_build import SpackBuild, with_toolchain
 from hpc_health.judge.figures import HIGHER, LOWER, Figure
 from hpc_health.parsers import ParseError
 from hpc_health.parsers.ior import parse_ior

@@ -13,7 +13,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from hpc_health.checklib import builds
+from hpc_health.checklib import spack_build as builds
 from hpc_health.checklib.check import HealthCheck, num_nodes, ranks_per_node, settings
 from hpc_health.checklib.launches import RepeatedLaunches
 from hpc_health.checklib.shell import shell_path

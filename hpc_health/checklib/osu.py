@@ -12,10 +12,10 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from hpc_health.checklib.builds import SpackBuild, with_toolchain
 from hpc_health.checklib.check import HealthCheck, Insane, num_nodes, setting, settings
 from hpc_health.checklib.launches import RepeatedLaunches, job_output
 from hpc_health.checklib.shell import shell_path
+from hpc_health.checklib.spack_build import SpackBuild, with_toolchain
 from hpc_health.judge.figures import MESSAGE_SIZES, Figure
 from hpc_health.parsers import ParseError
 from hpc_health.parsers import osu as osu_parser

@@ -14,10 +14,10 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from hpc_health.checklib.builds import SpackBuild, with_toolchain
 from hpc_health.checklib.check import HealthCheck, Insane, settings
 from hpc_health.checklib.launches import job_output, sections
 from hpc_health.checklib.shell import shell_path
+from hpc_health.checklib.spack_build import SpackBuild, with_toolchain
 from hpc_health.parsers import ParseError
 from hpc_health.parsers.stream import parse_stream
 

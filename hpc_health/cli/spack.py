@@ -27,7 +27,8 @@ def spack_setup(kit, base_url, site):
     Without a kit, the archives are fetched from their official projects
     (Spack and spack-packages from spack/, OSU's release tarball, STREAM
     from the repository Spack's recipe names), each checked before use."""
-    from hpc_health.site import sites, spack_kit
+    from hpc_health.site import sites
+    from hpc_health.spack import kit as spack_kit
     s = sites.load(site)
     found, how, fix = spack_kit.status(s)
     source = spack_kit.kit_from(s, kit)
@@ -72,7 +73,7 @@ def spack_kit_cmd(dest, base_url):
     each checked, a source mirror for IOR and Darshan (Spack's own recipes,
     with a Spack found or bootstrapped here), SHA256SUMS.  Carry DEST to
     the air-gapped machine and give it as HPC_HEALTH_SPACK_KIT."""
-    from hpc_health.site import spack_kit
+    from hpc_health.spack import kit as spack_kit
     say = lambda line: click.echo(line, err=True)  # noqa: E731
     try:
         kit = spack_kit.make_kit(dest, base_url, say=say)

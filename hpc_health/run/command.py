@@ -12,8 +12,8 @@ from pathlib import Path
 
 from hpc_health import paths, processes
 from hpc_health.errors import ConfigError
-from hpc_health.jobside.spackenv import RUN_ID_VAR
 from hpc_health.site.reframe_glue import REFRAME_LOG_VAR
+from hpc_health.spack.environment import RUN_ID_VAR
 
 
 def reframe_executable():

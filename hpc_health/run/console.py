@@ -8,7 +8,8 @@ import time
 from collections.abc import Callable
 
 from hpc_health.judge import verdicts
-from hpc_health.site import hardware, spack_kit
+from hpc_health.site import hardware
+from hpc_health.spack import kit as spack_kit
 from hpc_health.store import capture, rundirs
 
 

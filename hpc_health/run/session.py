@@ -21,7 +21,6 @@ from hpc_health.judge.drift import DRIFT_NIGHTS
 from hpc_health.judge.stats.gate import FALSE_ALARM_BUDGET
 from hpc_health.paths import os_hint
 from hpc_health.render import table
-from hpc_health.run import prebuild
 from hpc_health.run.command import (
     gather_early_logs,
     left_out_tags,
@@ -48,7 +47,8 @@ from hpc_health.run.provenance import (
 )
 from hpc_health.run.reframe_output import Kept, last_lines, ran_no_check, started_a_check
 from hpc_health.run.signals import StopNow, Stopped, StopSignals, stop_process_group
-from hpc_health.site.spack_kit import find_spack
+from hpc_health.spack import prebuild
+from hpc_health.spack.kit import find_spack
 from hpc_health.store import baseline, capture, index, judged, rundirs, runsets
 
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130

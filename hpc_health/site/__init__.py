@@ -1,3 +1,2 @@
 """Sites: the settings schema, finding and loading a site, the hardware of
-its partitions, Spack bootstrapped from a kit, and the glue a site's ReFrame
-configuration calls."""
+its partitions, and the glue a site's ReFrame configuration calls."""

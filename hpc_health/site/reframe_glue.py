@@ -18,7 +18,7 @@ def _bootstrap_defaults(spack):
     """Where the checks will use a Spack bootstrapped from a kit, what the
     site leaves unset comes from the kit: the builtin repository, the source
     mirror, the trees built from local sources."""
-    from hpc_health.site import spack_kit
+    from hpc_health.spack import kit as spack_kit
     rec = spack_kit.record()
     if not rec or spack_kit.find_spack(spack.get("spack_root")) != rec["spack"]:
         return

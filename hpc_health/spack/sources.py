@@ -1,7 +1,7 @@
 """The inputs of a persistent Spack environment that live outside it:
 develop source trees (fingerprinted, and copied where a build writes into
 its tree) and the package recipes; and the hold one hpc-health process has
-on an environment while it builds it.  Used by :mod:`spackenv` inside the
+on an environment while it builds it.  Used by :mod:`environment` inside the
 build jobs; standard library only."""
 
 import hashlib

@@ -43,8 +43,7 @@ from pathlib import Path
 
 from hpc_health import paths
 from hpc_health.errors import ConfigError
-from hpc_health.jobside import spacklock
-from hpc_health.site import spack_sources
+from hpc_health.spack import commands, kit_sources, lock
 
 RECORD = "bootstrap.json"
 #: Build tools registered as externals: the ones the local site's spec sets
@@ -108,9 +107,9 @@ class Kit:
     def say_origins(self, say=print):
         """Where each archive used came from, and whether it is an official
         one: an unofficial one is used only because this kit holds it."""
-        fetched = spack_sources.recorded(self.path)
+        fetched = kit_sources.recorded(self.path)
         for archive, _, _ in [self.spack, self.packages, *self.sources.values()]:
-            say(f"spack setup: {spack_sources.origin(archive, fetched.get(archive.name))}")
+            say(f"spack setup: {kit_sources.origin(archive, fetched.get(archive.name))}")
 
     def verify(self, say=print):
         """Check every file SHA256SUMS lists; ConfigError naming the first
@@ -178,18 +177,13 @@ def spack_env(rec):
     return env
 
 
-#: Time limit of each Spack command of the set-up, in seconds (``spack
-#: mirror create`` downloads; the others take seconds).
-SETUP_LIMIT_S = 3600
-
-
-def _spack(rec, *args, say=print, check=True, limit=SETUP_LIMIT_S):
+def _spack(rec, *args, say=print, check=True, limit=commands.SETUP_LIMIT_S):
     cmd = [rec["spack"], *args]
     t0 = time.monotonic()
     try:
-        rc, output = spacklock.run(cmd, float(os.environ.get("HPC_HEALTH_SPACK_LIMIT") or limit),
+        rc, output = lock.run(cmd, float(os.environ.get(commands.LIMIT_VAR) or limit),
                                    env=spack_env(rec))
-    except spacklock.TimedOut as err:
+    except lock.TimedOut as err:
         raise RuntimeError(str(err)) from None
     proc = subprocess.CompletedProcess(cmd, rc, output, "")
     if check and proc.returncode:
@@ -296,9 +290,8 @@ def setup(kit_path, cache=None, python=None, say=print):
     (site_scope / "repos.yaml").write_text(f"repos:\n  builtin: {builtin}\n")
     if mirror:
         (site_scope / "mirrors.yaml").write_text(f"mirrors:\n  hpc-health-kit: file://{mirror}\n")
-    version = _spack(rec, "--version", say=say).stdout.strip().splitlines()[-1]
-    # `spack python -c` compiles one statement.
-    _spack(rec, "python", "-c", f"exec({_detect_externals(EXTERNALS, 'site')!r})", say=say)
+    version = _spack(rec, *commands.version(), say=say).stdout.strip().splitlines()[-1]
+    _spack(rec, *commands.python_code(_detect_externals(EXTERNALS, "site")), say=say)
     rec.update(version=version, bootstrapped=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     _write_record(done, rec)
     say(f"spack setup: Spack {version} ready at {rec['spack']} "
@@ -380,13 +373,9 @@ def make_kit(dest, base_url=None, spack=None, specs=MIRRORED, say=print):
     source mirror of *specs* made by ``spack mirror create`` with *spack*
     (a record), and SHA256SUMS over everything."""
     dest = Path(dest)
-    spack_sources.fetch_archives(dest, base_url, say)
+    kit_sources.fetch_archives(dest, base_url, say)
     if spack is not None and specs:
-        # Two versions of one package do not concretize together (unify:
-        # true): each spec alone, in one call (Spack solves them side by side;
-        # one call a spec took twice as long).
-        _spack(spack, "-c", "concretizer:unify:false", "mirror", "create",
-               "-d", str(dest / "mirror"), *specs, say=say)
+        _spack(spack, *commands.mirror_create(dest / "mirror", specs), say=say)
     files = sorted(p for p in dest.rglob("*") if p.is_file() and not p.is_symlink()
                    and p.name != "SHA256SUMS")
     (dest / "SHA256SUMS").write_text("".join(f"{_sha256(p)}  {p.relative_to(dest)}\n"

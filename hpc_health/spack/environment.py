@@ -13,8 +13,9 @@ set) *outside* the stage, together with its ``spack.lock``, and:
 - records the prefixes, the lock and the concrete hashes in the stage, so the
   results keep their provenance.
 
-It runs as a script inside the build job (``python3 spackenv.py ensure ...``)
-and needs only the standard library and PyYAML.
+It runs as a script inside the build job (``python -m
+hpc_health.spack.environment ensure ...``) and needs only the standard
+library and PyYAML.
 """
 
 import argparse
@@ -27,8 +28,9 @@ import time
 
 import yaml
 
-from hpc_health.jobside import sources, spacklock
-from hpc_health.site.spack_kit import broken_python, find_spack, record, spack_env  # noqa: F401 - re-exported
+from hpc_health.spack import commands, sources
+from hpc_health.spack import lock as spacklock
+from hpc_health.spack.kit import record, spack_env
 
 STAMP = 'hpc-health-stamp.json'
 
@@ -120,25 +122,6 @@ _SPACK_LOCK_WORDS = ('LockTimeoutError', 'Timed out waiting for a')
 ENV_WAIT_S = float(os.environ.get('HPC_HEALTH_SPACK_WAIT') or 300)
 
 
-#: Each Spack command's time limit in seconds, by subcommand (a cold
-#: install here took 144 s, a concretization 30 s; a site building its MPI
-#: through Spack needs hours).  ``HPC_HEALTH_SPACK_LIMIT`` sets one for all.
-LIMITS_S = {'concretize': 1800, 'install': 4 * 3600, 'find': 300, 'python': 1800}
-LIMIT_VAR = 'HPC_HEALTH_SPACK_LIMIT'
-
-
-def limit_of(args):
-    """The time limit of the Spack command *args* (after ``-e ENV``)."""
-    try:
-        given = float(os.environ.get(LIMIT_VAR) or 0)
-    except ValueError:
-        given = 0       # not seconds: the defaults
-    if given > 0:
-        return given
-    command = next((a for a in args if not a.startswith('-') and a in LIMITS_S), None)
-    return LIMITS_S.get(command, 1800)
-
-
 def _run_spack(spack, args, log, wait=None):
     cmd = [spack] + args
     t0 = time.monotonic()
@@ -150,11 +133,12 @@ def _run_spack(spack, args, log, wait=None):
     env = spack_env(rec) if rec and rec["spack"] == spack else None
     # Spack's environment lock has no timeout of its own: its holder is
     # named while the command waits, and the command ended after the wait.
-    lock = os.path.join(args[1], spacklock.ENV_LOCK) if args[:1] == ['-e'] else None
+    env_dir = commands.env_of(args)
+    lock = os.path.join(env_dir, spacklock.ENV_LOCK) if env_dir else None
     said = lambda line: print(f'hpc-health: {line}', flush=True)  # noqa: E731
     try:
-        rc, output = spacklock.run(cmd, limit_of(args), lock, ENV_WAIT_S if wait is None else wait,
-                                   env, said)
+        rc, output = spacklock.run(cmd, commands.limit_of(args), lock,
+                                   ENV_WAIT_S if wait is None else wait, env, said)
     except (spacklock.Busy, spacklock.TimedOut) as err:
         log.write(err.output)
         log.write(f'# {err}\n')
@@ -200,7 +184,7 @@ RUN_ID_VAR = 'HPC_HEALTH_RUN_ID'
 #: first step, alone, before builds run side by side).
 PHASE_VAR = 'HPC_HEALTH_SPACKENV_PHASE'
 #: Builds the package index on every core (run by ``spack python``).
-INDEX_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'spack_index.py')
+INDEX_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'package_index.py')
 FAILED = 'hpc-health-failed.json'
 #: What a build script prints when ensure failed (its exit code follows).
 FAILED_MARK = 'hpc-health: spackenv failed with exit'
@@ -283,11 +267,11 @@ def _ensure(args, t_start):
                 # Spack builds its index on one core (75 s here for the
                 # builtin repo); this script uses them all, and Spack reads
                 # what it wrote or builds it itself.
-                _run_spack(args.spack, ['-e', env_dir, 'python', INDEX_SCRIPT], log, args.wait)
+                _run_spack(args.spack, commands.python_script(env_dir, INDEX_SCRIPT), log, args.wait)
                 print(f'hpc-health: Spack package index ready for {env_dir}, '
                       f'{time.monotonic() - t_start:.1f} s')
                 return report
-            _run_spack(args.spack, ['-e', env_dir, 'concretize', '-f'], log, args.wait)
+            _run_spack(args.spack, commands.concretize(env_dir), log, args.wait)
             report['concretized'] = True
             # Kept now: an install that is stopped or fails need not
             # concretize again.
@@ -301,7 +285,7 @@ def _ensure(args, t_start):
         up_to_date = (stamp.get('lock') == lock_hash and stamp.get('develop') == dev_fp
                       and prefixes and all(os.path.isdir(p) for p in prefixes.values()))
         if not up_to_date:
-            _run_spack(args.spack, ['-e', env_dir, 'install', '--fail-fast'], log, args.wait)
+            _run_spack(args.spack, commands.install(env_dir), log, args.wait)
             report['installed'] = True
             prefixes = _prefixes(args.spack, env_dir, [spec_name(s) for s in args.spec], log)
             # After the install: in-source builds (STREAM's Makefile, OSU's
@@ -316,9 +300,8 @@ def _ensure(args, t_start):
 
 
 def _prefixes(spack, env_dir, names, log):
-    """Install prefix of each root, from one `spack find` (a `location -i`
-    per root costs Spack's start-up, 2 s, each time)."""
-    out = _run_spack(spack, ['-e', env_dir, 'find', '--format', '{name}\t{prefix}', *names], log)
+    """Install prefix of each root, from one `spack find`."""
+    out = _run_spack(spack, commands.find_prefixes(env_dir, names), log)
     found = {}
     for line in out.splitlines():
         name, sep, prefix = line.partition('\t')

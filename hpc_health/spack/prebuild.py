@@ -6,11 +6,11 @@ the other.  On a new machine that was four concretizations and installs in
 a row, 400 s of the first run, on one core of two.  A dry run of the same
 selection writes every build fixture's script without running anything;
 those scripts are run here, several at once, and the checks then find
-their environments built (``spackenv ensure`` does only what changed, so a
-warm night costs a few seconds here).
+their environments built (:mod:`environment`'s ``ensure`` does only what
+changed, so a warm night costs a few seconds here).
 
 First, alone, Spack's package index is built (on every core by
-``jobside/spack_index.py``: about 40 s here on a new machine instead of 75 s
+``package_index.py``: about 40 s here on a new machine instead of 75 s
 on one, a second or two once built), which every other Spack process would
 otherwise wait for on a lock that gives up after 120 s.  Then all builds,
 the largest first.
@@ -25,9 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpc_health import processes
-from hpc_health.jobside import spackenv
-
-_ENSURE = "-m hpc_health.jobside.spackenv ensure"
+from hpc_health.spack import commands, environment
 
 
 @dataclass
@@ -63,7 +61,7 @@ def find_builds(stage):
     environment."""
     found = {}
     for script in sorted(Path(stage).glob("**/rfm_build.sh")):
-        line = next((ln for ln in script.read_text().splitlines() if _ENSURE in ln), None)
+        line = next((ln for ln in script.read_text().splitlines() if commands.ENSURE_MARK in ln), None)
         if line is None:
             continue
         args = shlex.split(line.split(" || ")[0])
@@ -79,7 +77,7 @@ def _start(build, env, phase=None):
     build.offset = out.tell()       # what this step says starts here
     env = dict(env)
     if phase:
-        env[spackenv.PHASE_VAR] = phase
+        env[environment.PHASE_VAR] = phase
     proc = subprocess.Popen(["bash", build.script.name], cwd=build.script.parent, stdout=out,
                             stderr=subprocess.STDOUT, env=env, start_new_session=True,
                             preexec_fn=functools.partial(processes.child_setup, os.getpid()))
@@ -91,8 +89,8 @@ def _outcome(build, proc, started):
     build.seconds = time.monotonic() - started     # this step's: the index is told apart
     text = (build.script.parent / "rfm_build.out").read_text()
     build.said = [ln for ln in text.splitlines()
-                  if ln.startswith("hpc-health: ") and not ln.startswith(spackenv.FAILED_MARK)]
-    build.ok = proc.returncode == 0 and spackenv.FAILED_MARK not in text
+                  if ln.startswith("hpc-health: ") and not ln.startswith(environment.FAILED_MARK)]
+    build.ok = proc.returncode == 0 and environment.FAILED_MARK not in text
 
 
 def _tell(build, say):
@@ -102,7 +100,7 @@ def _tell(build, say):
         # "... DIR: concretize ran, install ran, 12.3 s"
         what = ", ".join(done.split(": ")[-1].split(", ")[:2])
         say(f"  {build.name}: ready, {build.seconds:.0f} s ({what})")
-    elif last.startswith(spackenv.BUSY_MARK[len("hpc-health: "):]):
+    elif last.startswith(environment.BUSY_MARK[len("hpc-health: "):]):
         say(f"  {build.name}: {last}; its checks are SKIPPED")
     else:
         say(f"  {build.name}: FAILED after {build.seconds:.0f} s: {last}; "
@@ -205,8 +203,8 @@ def _wait_any(running, say, poll=0.5, what=None):
 
 def _waiting(build):
     """The lock the build waits for when that is the last thing it said
-    in this step (spackenv's ``hpc-health: waiting up to N s for LOCK: held
-    by ...``), or ''."""
+    in this step (:mod:`environment`'s ``hpc-health: waiting up to N s for
+    LOCK: held by ...``), or ''."""
     try:
         with open(build.script.parent / "rfm_build.out", "rb") as fp:
             fp.seek(build.offset)

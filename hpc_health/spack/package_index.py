@@ -1,4 +1,4 @@
-"""Build Spack's package index on every core: ``spack -e ENV python spack_index.py``.
+"""Build Spack's package index on every core: ``spack -e ENV python package_index.py``.
 
 Spack builds a repository's index (virtual providers, tags, patches) by
 importing every ``package.py`` in one process: 75 s for the 8 900 packages

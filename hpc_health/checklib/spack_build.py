@@ -1,9 +1,7 @@
 """Build fixtures: each Spack spec set is built once per partition and
 programming environment, in a persistent environment outside the stage."""
 
-import json
 import os
-import shutil
 import sys
 
 import reframe as rfm
@@ -12,71 +10,33 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
 from hpc_health.checklib.check import RecordedSkip, settings
-from hpc_health.jobside import spackenv
-
-_SPACKENV_MODULE = 'hpc_health.jobside.spackenv'
+from hpc_health.spack import commands, fixtures
+from hpc_health.spack.fixtures import KEEP
 
 
 def spack_executable(test):
     """The spack command; in a dry run without Spack, the plain name, so the
     generated scripts show what a site with Spack would run."""
-    found = spackenv.find_spack(settings(test)['spack'].get('spack_root'))
-    if found is None and test.is_dry_run():
-        return 'spack'
-    return found
+    return fixtures.executable(settings(test)['spack'].get('spack_root'), test.is_dry_run())
 
 
 def spack_missing_reason():
-    rec = spackenv.record()
-    if rec:
-        return f'Spack {spackenv.broken_python(rec)} (hpc-health spack setup mends it)'
-    return ('Spack not found: no `spack` on PATH, no $SPACK_ROOT and no '
-            'spack.spack_root in the site settings')
+    return fixtures.missing_reason()
 
 
 def env_dir(test, env_name):
     """Directory of the persistent environment *env_name* of the test's
     partition and programming environment."""
-    sp = settings(test)['spack']
-    if not sp.get('environment') or not sp.get('env_dir'):
-        raise ValueError('the site settings have no spack.environment/env_dir')
-    return os.path.join(sp['env_dir'],
-                        f'{test.current_partition.name}-{test.current_environ.name}',
-                        env_name)
-
-
-def spec_name(spec):
-    return spackenv.spec_name(spec)
+    return fixtures.env_dir(settings(test)['spack'], test.current_partition.name,
+                            test.current_environ.name, env_name)
 
 
 def ensure_command(test, spack, env_name, specs, develop=None):
     """Shell command that brings the persistent environment *env_name* of the
-    test's partition and programming environment up to date.
-
-    A Spack failure does not stop the build script: the fixture's sanity
-    check then fails with Spack's own error excerpt as the reason, which
-    ReFrame would otherwise reduce to "build job failed with exit code 1".
-    """
-    env_dir_ = env_dir(test, env_name)
-    sp = settings(test)['spack']
-    args = [sys.executable, '-m', _SPACKENV_MODULE, 'ensure', '--spack', spack,
-            '--env-dir', env_dir_, '--site-env', sp['environment'],
-            '--site-dir', settings(test)['site_dir'], '--out', '.']
-    for spec in specs:
-        args += ['--spec', spec]
-    for name, where in (develop or {}).items():
-        args += ['--develop', f'{name}={where}']
-    sp = settings(test)['spack']
-    for opt in ('install_tree', 'builtin_repo', 'source_mirror', 'bootstrap_mirror'):
-        if sp.get(opt):
-            args += [f'--{opt.replace("_", "-")}', sp[opt]]
-    return (' '.join(_quote(a) for a in args) +
-            f' || echo "{_FAILED_MARK} $?"')
-
-
-_FAILED_MARK = spackenv.FAILED_MARK
-#: Files of a Spack build kept in the output folder.
-KEEP = ['spack-build.json', 'spack.lock', 'spack-commands.log']
+    test's partition and programming environment up to date; a Spack
+    failure does not stop the build script (:func:`spack_failure`)."""
+    return fixtures.ensure_line(sys.executable, spack, env_dir(test, env_name),
+                                settings(test)['spack'], settings(test)['site_dir'], specs, develop)
 
 
 def keep_now(test):
@@ -87,44 +47,20 @@ def keep_now(test):
     or skipped dependent the lock and hashes would be lost, when they
     matter most.
     """
-    for name in KEEP:
-        src = os.path.join(test.stagedir, name)
-        if os.path.isfile(src):
-            os.makedirs(test.outputdir, exist_ok=True)
-            shutil.copy2(src, test.outputdir)
+    fixtures.keep(test.stagedir, test.outputdir)
 
 
 def spack_failure(test):
     """Spack's error excerpt when the ensure command of *test*'s build
     failed, else None."""
-    out = os.path.join(test.stagedir, sn.evaluate(test.stdout))
-    err = os.path.join(test.stagedir, sn.evaluate(test.stderr))
-    try:
-        with open(out) as fp:
-            if _FAILED_MARK not in fp.read():
-                return None
-        with open(err) as fp:
-            text = fp.read()
-    except OSError:
-        return None
-    # spackenv prints "hpc-health: <what failed>" and the excerpt below it.
-    start = text.find('hpc-health: ')
-    return (text[start:] if start >= 0 else text).strip() or 'spackenv failed (no message)'
+    return fixtures.failure(os.path.join(test.stagedir, sn.evaluate(test.stdout)),
+                            os.path.join(test.stagedir, sn.evaluate(test.stderr)))
 
 
 def spack_busy(test):
     """The reason when the ensure command of *test*'s build found Spack
     busy, else None."""
-    try:
-        with open(os.path.join(test.stagedir, sn.evaluate(test.stderr))) as fp:
-            text = fp.read()
-    except OSError:
-        return None
-    start = text.find(spackenv.BUSY_MARK)
-    if start < 0:
-        return None
-    first = text[start + len(spackenv.BUSY_MARK):].strip().splitlines()
-    return f"Spack busy: {first[0] if first else 'held by another process'}"
+    return fixtures.busy(os.path.join(test.stagedir, sn.evaluate(test.stderr)))
 
 
 def _literal(text):
@@ -133,23 +69,14 @@ def _literal(text):
 
 
 def site_develop(test, specs):
-    """The site's ``spack.develop`` entries for the packages named in *specs*
-    (a develop entry for a package outside the environment is an error to
-    Spack)."""
-    names = {spec_name(s) for s in specs}
-    dev = settings(test)['spack'].get('develop') or {}
-    return {name: where for name, where in dev.items() if name in names}
+    """The site's ``spack.develop`` entries for the packages named in *specs*."""
+    return fixtures.develop_for(settings(test)['spack'].get('develop'), specs)
 
 
 def placeholder_prefix(test, env_name, name):
     """Shell text that finds an installed prefix at job time: what a dry run
     shows instead of the prefix recorded by a real build."""
-    return f'$(spack -e {_quote(env_dir(test, env_name))} location -i {_quote(name)})'
-
-
-def _quote(arg):
-    import shlex
-    return shlex.quote(str(arg))
+    return commands.location(env_dir(test, env_name), name)
 
 
 class SkipWhenSpackBusy(RecordedSkip):
@@ -219,8 +146,7 @@ class SpackBuild(SkipWhenSpackBusy, rfm.CompileOnlyRegressionTest):
         keep_now(self)
 
     def build_record(self):
-        with open(os.path.join(self.stagedir, 'spack-build.json')) as fp:
-            return json.load(fp)
+        return fixtures.built(self.stagedir)
 
     def prefix(self, name):
         if self.is_dry_run():
@@ -236,5 +162,4 @@ def with_toolchain(test, specs):
     (``spack_toolchain: '%cce'``); each environment has its own Spack
     environment, so the builds differ as the toolchains do.
     """
-    toolchain = (test.current_environ.extras or {}).get('spack_toolchain')
-    return [f'{s} {toolchain}' for s in specs] if toolchain else list(specs)
+    return fixtures.with_toolchain(specs, (test.current_environ.extras or {}).get('spack_toolchain'))
