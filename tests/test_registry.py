@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "hpc_health"
 CORE_LAYERS = ("site", "cli", "judge", "run")
 #: Spack's sources per benchmark, on their way out of site/ into the Spack
 #: package (issue 45 item 2): the one place left that names benchmarks.
-NOT_YET_MOVED = {"spack_kit.py", "spack_sources.py"}
+NOT_YET_MOVED = {"kit.py", "kit_sources.py"}
 
 
 def test_every_benchmark_declares_its_parsers_and_settings():

@@ -177,8 +177,8 @@ def _judged(nights, noise, provs, checks, budget, max_mdc):
         spread = f"its {fig.runs} runs spread by {100 * base.spread:.1f} % (log SD)"
         if sustained >= MAX_ENFORCED[direction]:
             out[key] = {"no_reference": f"cannot gate: {spread}, so under the site's "
-                                        f"false_alarm_budget only a loss of "
-                                        f"{sustained:.0%} or more, sustained over "
+                                        f"false_alarm_budget only a change of "
+                                        f"{sustained:.0%} worse or more, sustained over "
                                         f"{PERSIST_NIGHTS} nights, could be caught",
                         "provenance": provs[key]}
             continue
