@@ -17,7 +17,7 @@ from hpc_health.errors import ConfigError
 from hpc_health.judge import drift, results, verdicts
 from hpc_health.judge.drift import DRIFT_NIGHTS
 from hpc_health.paths import os_hint
-from hpc_health.run import prebuild
+from hpc_health.run import nodecare, prebuild
 from hpc_health.run.command import (
     gather_early_logs,
     left_out_tags,
@@ -63,8 +63,9 @@ def run(*args, **kwargs):
 
 def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, per_node=False,
          out=sys.stdout, rounds=None, adopt_baseline=False, chosen_because="--site",
-         run_tags=(), note="", tuning=False):
+         run_tags=(), note="", tuning=False, drain=False, resume_healthy=False):
     site, refs = validate(site_name, partition)
+    drain, resume = nodecare.wanted(site, drain, resume_healthy) if per_node else (False, False)
     left_out = left_out_tags(tags, extra, tuning)
     run_tags = check_run_tags(run_tags)
     note = check_note(note)
@@ -84,6 +85,8 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
     # Whatever the run starts and orphans (a benchmark whose launcher died)
     # becomes our child, so that nothing of it outlives the run.
     processes.become_subreaper()
+    # Before the run exists: a Slurm that cannot be reached stops it here.
+    reserved = nodecare.before(site, partition) if resume else None
     run_dir = rundirs.new_run_dir(site.name)
     rundirs.reserve_space(run_dir)
     report_path = run_dir / "report.json"
@@ -108,9 +111,12 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
         print(line, file=out)
     if left_out:
         print(f"  {TUNING_LEFT_OUT}", file=out)
+    if reserved:
+        print(f"  {reserved.describe()}", file=out)
     print(file=out, flush=True)
 
-    env = reframe_environ(run_dir.name, run_dir / "reframe-debug.log")
+    env = {**reframe_environ(run_dir.name, run_dir / "reframe-debug.log"),
+           **(reserved.env() if reserved else {})}
     began = time.time()
     shown = ProgressFilter()
     progress = Progress(previous_duration(site.name, meta))
@@ -183,6 +189,8 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
     except ConfigError as err:
         unreadable = str(err)
     if report is None:
+        if reserved:
+            nodecare.restore(reserved, sys.stderr)
         meta["exit_code"] = exit_interrupted if interrupted else EXIT_USAGE
         rundirs.write_json(run_dir / "run.json", meta)
         if proc is None:
@@ -245,6 +253,17 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
                              "stack_changed_at": d.stack_changed_at} for d in drifts]
         if code == EXIT_HEALTHY:
             code = meta["exit_code"] = EXIT_DRIFTING
+    if per_node:
+        try:
+            meta["slurm"] = nodecare.after(
+                site, refs, run_dir.name, report, verdict_list, drain=drain, resume=resume,
+                reserved=reserved, interrupted=interrupted, rounds=rounds, out=out)
+        except ConfigError as err:     # Slurm failed (exit 2): said, kept with the run
+            meta["slurm_error"] = str(err)
+            raise
+        finally:
+            rundirs.write_json(run_dir / "run.json", meta)
+            _index(run_dir)
     if drifts or whole is not None:
         rundirs.write_json(run_dir / "run.json", meta)
         _index(run_dir)
