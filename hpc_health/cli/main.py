@@ -10,7 +10,7 @@ import os
 import click
 
 from hpc_health import __version__, parsers
-from hpc_health.cli import compare, export, history, push, reference, runs, spack
+from hpc_health.cli import compare, export, history, nodes, push, reference, runs, spack
 from hpc_health.cli.common import ErrorGroup
 from hpc_health.errors import ConfigError
 
@@ -44,7 +44,7 @@ def parse(kind, file):
 
 for command in (runs.run, runs.validate, runs.report, runs.runs_cmd, reference.reference,
                 history.history, compare.compare, export.export_cmd, export.import_cmd,
-                spack.spack, push.push):
+                spack.spack, push.push, nodes.nodes):
     cli.add_command(command)
 
 

@@ -176,7 +176,8 @@ def plan_drains(found: Sequence[Finding], nodes: int, states: Mapping[str, NodeS
 def plan_resumes(healthy: Iterable[str], states: Mapping[str, NodeState],
                  interrupted: bool = False) -> list[Decision]:
     """Drained nodes given back: those hpc-health drained (their reason says
-    so) that ran every check of this run healthy among their peers."""
+    so) that ran every check of this run healthy, beside at least one
+    healthy peer."""
     out = []
     well = set(healthy)
     for node, state in sorted(states.items()):
@@ -189,6 +190,10 @@ def plan_resumes(healthy: Iterable[str], states: Mapping[str, NodeState],
             out.append(Decision(node, KEEP, "the run was stopped before it finished"))
         elif node not in well:
             out.append(Decision(node, KEEP, "not found healthy by this run"))
+        elif not well - {node}:
+            # Faster than a sick peer is not healthy: with two nodes, "this
+            # one is faster" and "the other is slower" look alike.
+            out.append(Decision(node, KEEP, "no healthy peer to be judged against in this run"))
         else:
             out.append(Decision(node, RESUME, "healthy among its peers in this run"))
     return out

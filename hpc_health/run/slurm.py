@@ -72,7 +72,11 @@ def _call(cmd: list[str]) -> str:
         raise SlurmError(cmd, f"no answer in {TIMEOUT} s (is slurmctld up?)") from None
     if done.returncode != 0:
         said = " ".join((done.stderr or done.stdout).split()) or f"exit {done.returncode}"
-        raise SlurmError(cmd, f"{said} (exit {done.returncode}; is slurmctld up?)")
+        late = ""
+        if "timed out" in said and cmd[1] != "show":
+            # A controller that is slow, not down, may still carry it out.
+            late = "; Slurm may still apply it when the controller answers: see sinfo -R"
+        raise SlurmError(cmd, f"{said} (exit {done.returncode}; is slurmctld up?){late}")
     return done.stdout
 
 
