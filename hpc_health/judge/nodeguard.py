@@ -159,12 +159,12 @@ def plan_drains(found: Sequence[Finding], nodes: int, states: Mapping[str, NodeS
             why = f"already drained by someone else ({state.reason or 'no reason given'})"
         elif state.drained:
             why = "already drained by hpc-health"
-        elif not solid:
-            why = (f"named in {worst.rounds_named} of {worst.rounds} rounds only "
-                   f"(at least {MIN_ROUNDS_NAMED} needed)")
         elif held >= limit:
             why = (f"{held} of the partition's {nodes} nodes drained by hpc-health already: "
                    f"at most {limit} at once")
+        elif not solid:
+            why = (f"named in {worst.rounds_named} of {worst.rounds} rounds only "
+                   f"(at least {MIN_ROUNDS_NAMED} needed)")
         else:
             held += 1
             out.append(Decision(node, DRAIN, "OUTLIER against its peers", worst))

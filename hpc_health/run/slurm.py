@@ -73,7 +73,7 @@ def _call(cmd: list[str]) -> str:
     if done.returncode != 0:
         said = " ".join((done.stderr or done.stdout).split()) or f"exit {done.returncode}"
         late = ""
-        if "timed out" in said and cmd[1] != "show":
+        if "timed out" in said and cmd[0] == "scontrol":
             # A controller that is slow, not down, may still carry it out.
             late = "; Slurm may still apply it when the controller answers: see sinfo -R"
         raise SlurmError(cmd, f"{said} (exit {done.returncode}; is slurmctld up?){late}")
