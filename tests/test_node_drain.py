@@ -229,3 +229,39 @@ def test_a_controller_that_does_not_answer_is_exit_2_and_nothing_half_done(clust
     (run_dir,) = runs.iterdir()
     meta = json.loads((run_dir / "run.json").read_text())
     assert "is slurmctld up?" in meta["slurm_error"] and meta["exit_code"] == 1
+
+
+def _node_check(root, env, node, *args):
+    """``hpc-health node-check`` as slurmd starts its HealthCheckProgram: in
+    the node's namespaces and its CPU cgroup (where `cluster slow` caps
+    slurmd and everything it starts)."""
+    from sandbox import environ
+    cgroup = f"/sys/fs/cgroup/cpu/hpc-health-slurm/{node}/cgroup.procs"
+    script = (f'echo $$ > {cgroup} && exec "$0" -m hpc_health node-check --site local-slurm '
+              + " ".join(args))
+    return _run([CLUSTER, "exec", node, "sh", "-c", script, sys.executable],
+                env=environ(root, env))
+
+
+def test_node_check_drains_a_gross_fault_and_resumes_it_once_it_passes(cluster, fresh):  # noqa: F811
+    root = fresh
+    _slow("node02", 100)           # its cgroup, uncapped: two CPUs' worth
+    for i in range(3):
+        first = _node_check(root, cluster, "node02", "--drain")
+        assert first.returncode == 0, first.stdout + first.stderr
+        assert f"recorded, {i + 1} of 3 checks" in first.stdout
+    _slow("node02", 10)
+    sick = _node_check(root, cluster, "node02", "--drain", "--resume-healthy")
+    assert sick.returncode == 1, sick.stdout + sick.stderr
+    assert "GROSS FAULT: cpu_loop" in sick.stdout
+    state, reason = _states(cluster)["node02"]
+    assert "drain" in state and reason.startswith("hpc-health: gross fault: cpu_loop ")
+    assert reason.endswith("x worse than this node's usual (node-check)")
+    assert f"drained node02: {reason}" in sick.stdout
+    assert _states(cluster)["node01"] == ("idle", "")
+
+    _run([CLUSTER, "slow", "node02", "off"])
+    well = _node_check(root, cluster, "node02", "--drain", "--resume-healthy")
+    assert well.returncode == 0, well.stdout + well.stderr
+    assert f"resumed node02: healthy again (drained as: {reason})" in well.stdout
+    assert _states(cluster)["node02"] == ("idle", "")

@@ -44,7 +44,7 @@ def parse(kind, file):
 
 for command in (runs.run, runs.validate, runs.report, runs.runs_cmd, reference.reference,
                 history.history, compare.compare, export.export_cmd, export.import_cmd,
-                spack.spack, push.push, nodes.nodes):
+                spack.spack, push.push, nodes.nodes, nodes.node_check):
     cli.add_command(command)
 
 

@@ -16,7 +16,10 @@ from hpc_health.errors import ConfigError
 @click.option("--runs", "run_set", metavar="SET", default="since:0001-01-01",
               help="The runs to read (a run set: last:N, since:DATE, ...); per-node runs "
                    "only are used.  Default: every stored one.")
-def nodes(site, partition, node, run_set):
+@click.option("--html", "html_file", metavar="FILE",
+              help="Also write the per-node page: a node x run grid coloured by verdict, "
+                   "with each node's record (one self-contained HTML file).")
+def nodes(site, partition, node, run_set, html_file):
     """Each node's record over the stored per-node runs: how often it was an
     OUTLIER, on which checks and by how much, and when hpc-health drained
     and resumed it (`run --per-node --drain / --resume-healthy`)."""
@@ -47,6 +50,11 @@ def nodes(site, partition, node, run_set):
         rows.append((rec.node, str(len(rec.nights)), str(rec.outlier_nights), checks or "-",
                      rec.last("drained") or "-", rec.last("resumed") or "-"))
     _print(rows)
+    if html_file:
+        from hpc_health.cli import html_nodes, summaries
+        written = summaries.write_atomically(html_file, html_nodes.page(chosen.site, runs,
+                                                                          recs, rows))
+        click.echo(f"wrote {written}", err=True)
 
 
 def _one_node(node, points):
@@ -66,3 +74,20 @@ def _print(rows):
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
+@click.command("node-check")
+@site_option
+@click.option("--node", "-n", "node", metavar="NODE",
+              help="The node's Slurm name (default: $SLURMD_NODENAME, else the host name).")
+@click.option("--drain", is_flag=True,
+              help="Drain this node on a gross fault (without it: print the command).")
+@click.option("--resume-healthy", is_flag=True,
+              help="Resume this node when it passes and node-check drained it.")
+def node_check(site, node, drain, resume_healthy):
+    """The seconds-long check of this node for Slurm's HealthCheckProgram:
+    two probes (one thread's memory bandwidth, a CPU loop) against the node's
+    own recent checks; only a gross fault (twice as bad) counts.  Exit 0
+    healthy, 1 a gross fault, 2 Slurm or the site could not be read."""
+    from hpc_health.run import healthcheck
+    sys.exit(healthcheck.node_check(site, node, drain, resume_healthy))

@@ -104,6 +104,16 @@ def partition_nodes(partition: str) -> list[str]:
     return sorted(set(out.split()))
 
 
+def partition_peers(node: str) -> list[str]:
+    """The nodes that share a Slurm partition with *node*, itself included."""
+    rows = [line.split("|") for line in
+            _call(["sinfo", "-h", "-N", "-o", "%N|%P"]).split()]
+    mine = {p.rstrip("*") for n, p in rows if n == node}
+    if not mine:
+        raise SlurmError(["sinfo", "-h", "-N", "-o", "%N|%P"], f"Slurm knows no node {node}")
+    return sorted({n for n, p in rows if p.rstrip("*") in mine})
+
+
 def drain(node: str, reason: str) -> None:
     _call(drain_command(node, reason))
 
