@@ -181,3 +181,15 @@ def test_the_record_keeps_the_last_healthy_checks():
     rec = {"t": [float(i) for i in range(grossfault.KEEP)]}
     after = grossfault.recorded({"t": 99.0, "bw": 1.0}, rec)
     assert after["t"][-1] == 99.0 and len(after["t"]) == grossfault.KEEP and after["bw"] == [1.0]
+
+
+def test_the_site_opts_in_for_the_nightly_run():
+    from types import SimpleNamespace
+
+    from hpc_health.run import nodecare
+    site = SimpleNamespace(settings={"per_node_drain": True}, partitions={"b": {}})
+    assert nodecare.wanted(site, False, False) == (True, False)
+    assert nodecare.wanted(SimpleNamespace(settings={}), False, True) == (False, True)
+    assert nodecare.slurm_partition(SimpleNamespace(partitions={"b": {"slurm_partition": "x"}}),
+                                    "b") == "x"
+    assert nodecare.slurm_partition(site, "b") == "b"

@@ -56,12 +56,11 @@ def slurm_partition(site, partition):
 
 
 def before(site, partition):
-    """Reserve and resume the nodes of *partition* hpc-health drained, so
-    this run tests them again; None when there are none."""
-    if not partition:
-        raise slurm.SlurmError(["hpc-health", "run", "--resume-healthy"],
-                               "give the partition whose drained nodes to test (-p P)")
-    nodes = slurm.partition_nodes(slurm_partition(site, partition))
+    """Reserve and resume the nodes of *partition* (default: every
+    partition of the site) hpc-health drained, so this run tests them
+    again; None when there are none."""
+    nodes = sorted({n for p in ([partition] if partition else list(site.partitions))
+                    for n in slurm.partition_nodes(slurm_partition(site, p))})
     ours = {n: s.reason for n, s in slurm.states(nodes).items() if s.drained and s.ours}
     if not ours:
         return None
