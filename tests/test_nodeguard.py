@@ -163,11 +163,11 @@ def test_rounds_named_counts_the_rounds_that_name_a_node_on_their_own(tmp_path):
 
 # --- node-check: a gross fault against the node's own record --------------------
 
-def test_a_gross_fault_is_three_times_worse_than_the_nodes_own_usual():
+def test_a_gross_fault_is_two_and_a_half_times_worse_than_the_nodes_own_usual():
     from hpc_health.judge import grossfault
     better = {"bw": "higher", "t": "lower"}
     record = {"bw": [10000.0, 12000.0, 11000.0], "t": [0.05, 0.06, 0.05]}
-    assert grossfault.judge({"bw": 6000.0, "t": 0.09}, better, record) == []   # an episode
+    assert grossfault.judge({"bw": 6000.0, "t": 0.11}, better, record) == []   # an episode
     (g,) = grossfault.judge({"bw": 9000.0, "t": 0.5}, better, record)
     assert (g.name, g.usual, g.records) == ("t", 0.05, 3) and g.times == 10.0
     assert [x.name for x in grossfault.judge({"bw": 1100.0, "t": 0.5}, better, record)] == \

@@ -52,8 +52,8 @@ def node_check(site_name, node=None, drain=False, resume=False, out=sys.stdout):
         return 0
     worst = gross[0]
     reason = slurm.clean_reason(
-        f"{slurm.PREFIX} gross fault: {worst.name} {worst.times:.1f}x worse than this node's "
-        f"usual {MARK}")
+        f"{slurm.PREFIX} gross fault: {worst.name} {worst.times:.1f}x worse than usual on "
+        f"this node {MARK}")
     print(f"hpc-health node-check {node}: GROSS FAULT: " + "; ".join(
         f"{g.name} {quickprobe.shown(g.name, g.value)}, {g.times:.1f}x worse than its usual "
         f"{quickprobe.shown(g.name, g.usual)} (median of {g.records} checks)" for g in gross),
