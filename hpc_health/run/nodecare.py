@@ -36,6 +36,10 @@ class Reserved:
     def __init__(self, name, nodes, reasons):
         self.name, self.nodes, self.reasons = name, list(nodes), dict(reasons)
 
+    def left(self):
+        return (f"reservation {self.name} keeps {', '.join(self.nodes)} out of service: "
+                f"scontrol delete ReservationName={self.name} once they are looked at")
+
     def describe(self):
         return (f"Slurm:      {', '.join(self.nodes)} drained by hpc-health: tested again "
                 f"under reservation {self.name} (--resume-healthy)")
@@ -66,9 +70,13 @@ def before(site, partition):
         return None
     name = "hpc-health-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     slurm.reserve(name, sorted(ours), getpass.getuser())
-    for node in sorted(ours):
-        slurm.resume(node)
-    return Reserved(name, sorted(ours), ours)
+    reserved = Reserved(name, sorted(ours), ours)
+    try:
+        for node in reserved.nodes:
+            slurm.resume(node)
+    except slurm.SlurmError as err:
+        raise err.but(reserved.left()) from None
+    return reserved
 
 
 def after(site, refs, run_id, report, verdict_list, *, drain, resume, reserved,
@@ -76,6 +84,15 @@ def after(site, refs, run_id, report, verdict_list, *, drain, resume, reserved,
     """Drain, resume or recommend, partition by partition; what was done,
     for run.json.  Raises :class:`slurm.SlurmError` when Slurm fails (exit
     2): a drain is one scontrol call, done whole or not at all."""
+    try:
+        return _after(site, refs, run_id, report, verdict_list, drain, resume, reserved,
+                      interrupted, rounds, out)
+    except slurm.SlurmError as err:
+        raise (err.but(reserved.left()) if reserved else err) from None
+
+
+def _after(site, refs, run_id, report, verdict_list, drain, resume, reserved, interrupted,
+           rounds, out):
     min_change = site.settings.get("per_node_min_change")
     share = site.settings.get("per_node_drain_share") or nodeguard.DRAIN_SHARE
     named_rounds = nodeguard.rounds_named(report, min_change)
@@ -168,9 +185,12 @@ def _resume(decisions, reserved, redrain, record, out):
 def restore(reserved, out):
     """The run ended before it could judge (ReFrame failed, no report):
     the nodes it took out of their drain go back to it, as they were."""
-    for node in reserved.nodes:
-        slurm.drain(node, reserved.reasons[node])
-    slurm.release(reserved.name)
+    try:
+        for node in reserved.nodes:
+            slurm.drain(node, reserved.reasons[node])
+        slurm.release(reserved.name)
+    except slurm.SlurmError as err:
+        raise err.but(reserved.left()) from None
     print(f"Slurm: {', '.join(reserved.nodes)} drained again as before (nothing judged)",
           file=out)
 

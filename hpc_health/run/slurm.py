@@ -35,7 +35,12 @@ class SlurmError(ConfigError):
     """A Slurm command failed: exit 2, with the command and its message."""
 
     def __init__(self, cmd: list[str], message: str):
+        self.cmd, self.message = cmd, message
         super().__init__(shlex.join(cmd), message)
+
+    def but(self, note: str) -> SlurmError:
+        """The same error, with what it left as it was."""
+        return SlurmError(self.cmd, f"{self.message}; {note}")
 
 
 def clean_reason(text: str) -> str:
