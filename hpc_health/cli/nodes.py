@@ -86,8 +86,9 @@ def _print(rows):
               help="Resume this node when it passes and node-check drained it.")
 def node_check(site, node, drain, resume_healthy):
     """The seconds-long check of this node for Slurm's HealthCheckProgram:
-    two probes (one thread's memory bandwidth, a CPU loop) against the node's
-    own recent checks; only a gross fault (twice as bad) counts.  Exit 0
-    healthy, 1 a gross fault, 2 Slurm or the site could not be read."""
+    two probes (one thread's memory bandwidth, a CPU loop on every core)
+    against the node's own recent checks; only a gross fault (2.5 times as
+    bad) counts.  Exit 0 healthy, 1 a gross fault, 2 Slurm or the site could
+    not be read."""
     from hpc_health.run import healthcheck
     sys.exit(healthcheck.node_check(site, node, drain, resume_healthy))
