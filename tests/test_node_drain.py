@@ -105,11 +105,22 @@ def test_a_slowed_node_is_drained_with_its_reason_and_given_back_once_healthy(cl
     assert reason in listed
 
     _run([CLUSTER, "slow", "node02", "off"])
-    back = _hh(root, cluster, *PER_NODE, "--resume-healthy", *SUBSET)
+    # Given back by a clean run.  The host's other work can make a copy of
+    # node01 look slow (its three rounds outvote most of that, not all):
+    # then node02's only peer is sick, node02 stays drained with its reason
+    # and the next night tries again; here, up to three nights.
+    for _night in range(3):
+        back = _hh(root, cluster, *PER_NODE, "--resume-healthy", *SUBSET)
+        assert back.returncode in (0, 1), back.stdout[-3000:] + back.stderr
+        assert "@node02" in back.stdout          # it was tested, under the reservation
+        if "resumed node02" in back.stdout:
+            break
+        assert "drained node02 again: " in back.stdout, back.stdout[-2000:]
+        state, again = _states(cluster)["node02"]
+        assert "drain" in state and again.startswith("hpc-health: "), again
     assert back.returncode == 0, back.stdout[-3000:] + back.stderr
     assert f"resumed node02: healthy among its peers in this run (drained as: {reason})" \
         in back.stdout
-    assert "@node02" in back.stdout          # it was tested, under the reservation
     assert _in_service(_states(cluster)["node02"])
     assert "hpc-health-" not in _reservations(cluster)
 
@@ -117,7 +128,8 @@ def test_a_slowed_node_is_drained_with_its_reason_and_given_back_once_healthy(cl
     assert record.returncode == 0, record.stderr
     row = next(ln.split() for ln in record.stdout.splitlines() if ln.startswith("node02"))
     runs = sorted(p.name for p in (root.parent / "store" / "runs" / "local-slurm").iterdir())
-    assert row[1:4] == ["3", "2", "HaloExchange"] and row[-2:] == runs[1:], record.stdout
+    assert row[1] == str(len(runs)) and int(row[2]) >= 2 and row[3] == "HaloExchange"
+    assert row[-2] in runs[1:-1] and row[-1] == runs[-1], record.stdout
 
 
 def test_a_node_drained_by_hand_is_neither_re_reasoned_nor_resumed(cluster, fresh):  # noqa: F811
