@@ -23,13 +23,11 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from hpc_health.judge import pernode, results
+from hpc_health.judge import pernode, results, verdicts
 from hpc_health.judge.stats.constants import HIGHER
-
-if TYPE_CHECKING:
-    from hpc_health.judge.verdicts import Verdict
+from hpc_health.judge.verdicts import FAILING, OUTLIER, SKIPPED, Verdict
 
 #: At most this share of a partition's nodes drained by hpc-health at once
 #: (at least one node): a fault that takes out more than that is the
@@ -86,7 +84,6 @@ def findings(verdict_list: Sequence[Verdict], min_change: float | None = None,
     (:func:`hpc_health.judge.verdicts.node_outliers` with *min_change*),
     the worst first; *rounds_named* (:func:`rounds_named`) says in how
     many of the *rounds* each was named."""
-    from hpc_health.judge.verdicts import OUTLIER
     worse = {id(m): w for m, _, _, w, _ in pernode.outliers(
         [v.measurement for v in verdict_list],
         pernode.MIN_CHANGE if min_change is None else min_change)}
@@ -114,18 +111,17 @@ def rounds_named(report: dict[str, Any], min_change: float | None) -> Counter:
     """{(partition, node, check): rounds in which the node was OUTLIER for
     the check with that round's samples alone}; empty unless the run was
     several rounds (ReFrame ``--reruns``, each round in its own directory)."""
-    from hpc_health.judge import verdicts
     runs = report.get("runs") or []
     counts: Counter = Counter()
     if len(runs) < 2 or not results.is_rounds_session(report):
         return counts
     for run in runs:
         alone = {"session_info": {}, "runs": [run]}
-        judged = [verdicts.Verdict(m, "") for m in results.measurements(alone)
+        judged = [Verdict(m, "") for m in results.measurements(alone)
                   if m.variable is not None and m.value is not None]
         named = verdicts.node_outliers(judged, min_change)
         counts.update({(v.measurement.partition_fullname, pernode.node_of(v.measurement),
-                        v.measurement.test) for v in named if v.verdict == verdicts.OUTLIER})
+                        v.measurement.test) for v in named if v.verdict == OUTLIER})
     return counts
 
 
@@ -202,7 +198,6 @@ def plan_resumes(healthy: Iterable[str], states: Mapping[str, NodeState],
 def healthy_nodes(verdict_list: Sequence[Verdict]) -> set[str]:
     """Nodes whose every copy in a per-node run passed with no OUTLIER,
     FAIL or DEGRADED figure."""
-    from hpc_health.judge.verdicts import FAILING, SKIPPED
     seen: set[str] = set()
     sick: set[str] = set()
     for v in verdict_list:
