@@ -213,7 +213,7 @@ def test_the_time_left_counts_the_previous_runs_checks_not_its_spack_builds(tmp_
                                                                              monkeypatch):
     # A cold first run spent 253 of its 500 s building; the clock of the
     # next run starts after its own (warm) pre-build.
-    from hpc_health.run.session import previous_duration
+    from hpc_health.run.console import previous_duration
     monkeypatch.setenv("HPC_HEALTH_STORE", str(tmp_path))
     write_run(tmp_path, "local", "20261127T061000Z", [], "2026-11-27T06:10:00Z",
               meta={"finished": "2026-11-27T06:18:20Z", "prebuild": {"seconds": 253.0}})

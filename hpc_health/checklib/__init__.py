@@ -9,6 +9,7 @@ references, site settings); the core never imports it, and the command
 layer (``cli/``, ``run/``) sits on top.
 """
 
-from hpc_health.checklib import reframe_patch
+from hpc_health.checklib import reframe_patch, retest
 
 reframe_patch.apply()
+retest.apply()

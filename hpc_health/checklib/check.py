@@ -21,6 +21,7 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, variable, xfail
 
+from hpc_health.checklib import retest
 from hpc_health.checklib.shell import quote
 from hpc_health.jobside import nodeload
 from hpc_health.judge.figures import HIGHER, validate_all
@@ -167,6 +168,15 @@ class HealthCheck(RecordedSkip, rfm.RunOnlyRegressionTest):
         if hasattr(self, 'repeat_launches'):
             # Before the snapshot after: the later launches are the benchmark too.
             self.repeat_launches()
+
+    @run_before('run')
+    def join_the_maintenance_reservation(self):
+        """A per-node copy pinned to a node that hpc-health drained and
+        reserved to test again (``run --resume-healthy``) must ask for the
+        reservation, or Slurm holds it back: only that copy does."""
+        option = retest.reservation_option(getattr(self, '.nid', None))
+        if option and not self.local:
+            self.job.options += [option]
 
     @run_before('sanity')
     def read_node_load(self):

@@ -17,7 +17,16 @@ import sys  # noqa: E402
 import click  # noqa: E402
 
 from hpc_health import __version__, parsers  # noqa: E402
-from hpc_health.cli import compare, export, history, push, reference, runs, spack  # noqa: E402
+from hpc_health.cli import (  # noqa: E402
+    compare,
+    export,
+    history,
+    nodes,
+    push,
+    reference,
+    runs,
+    spack,
+)
 from hpc_health.cli.common import ErrorGroup  # noqa: E402
 from hpc_health.errors import ConfigError  # noqa: E402
 
@@ -53,7 +62,7 @@ def parse(kind, file):
 
 for command in (runs.run, runs.validate, runs.report, runs.runs_cmd, reference.reference,
                 history.history, compare.compare, export.export_cmd, export.import_cmd,
-                spack.spack, push.push):
+                spack.spack, push.push, nodes.nodes, nodes.node_check):
     cli.add_command(command)
 
 

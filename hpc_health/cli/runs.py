@@ -21,6 +21,14 @@ from hpc_health.render import escape
 @click.option("--list", "list_only", is_flag=True, help="List the checks that would run.")
 @click.option("--per-node", is_flag=True,
               help="Run single-node checks on every node of the partition and flag outlier nodes.")
+@click.option("--drain", is_flag=True,
+              help="With --per-node: drain each node named OUTLIER in Slurm (scontrol), with "
+                   "a reason in numbers, within the guards of docs/per-node.md (site setting "
+                   "per_node_drain).  Without it the run prints the command.")
+@click.option("--resume-healthy", is_flag=True,
+              help="With --per-node: test again the nodes hpc-health drained (under a "
+                   "maintenance reservation) and resume those found healthy; never a node "
+                   "drained by anyone else (site setting per_node_resume_healthy).")
 @click.option("--rounds", type=click.IntRange(1, 100),
               help="Run the whole session N times and judge the pooled samples "
                    "(default: the site's per_node_rounds with --per-node, else its "
@@ -34,17 +42,21 @@ from hpc_health.render import escape
                    "write them into reference/<site>.yaml at once.")
 @click.argument("reframe_args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def run(ctx, site, partition, run_tags, note, tags, list_only, per_node, rounds, tuning,
-        adopt_baseline, reframe_args):
+def run(ctx, site, partition, run_tags, note, tags, list_only, per_node, drain,
+        resume_healthy, rounds, tuning, adopt_baseline, reframe_args):
     """Run the health checks of a site and print the health table.
 
     Arguments after `--` go to ReFrame unchanged.
     """
+    if (drain or resume_healthy) and not per_node:
+        raise click.UsageError("--drain and --resume-healthy act on a --per-node run's "
+                               "findings: add --per-node")
     from hpc_health.run import session
     sys.exit(session.run(site, partition, tags, reframe_args, list_only, per_node,
                         rounds=rounds, adopt_baseline=adopt_baseline,
                         chosen_because=ctx.meta.get("site_chosen_because", "--site"),
-                        run_tags=run_tags, note=note, tuning=tuning))
+                        run_tags=run_tags, note=note, tuning=tuning, drain=drain,
+                        resume_healthy=resume_healthy))
 
 
 @click.command()

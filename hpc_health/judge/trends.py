@@ -80,15 +80,18 @@ def stack_changes(runs: Sequence[Run]) -> list[tuple[str, str]]:
 
 def trends(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None = None,
            tick: Callable[[int, int], Any] = lambda step, total: None,
-           level_shifts: bool = True, samples: bool = True) -> list[Trend]:
+           level_shifts: bool = True, samples: bool = True,
+           keep: Callable[[Any], bool] | None = None) -> list[Trend]:
     """The trend of every figure measured in *runs* (oldest first), in the
     order of first appearance; *tick(1, figures)* is called once per figure
     (progress).  Without *level_shifts* the report's Pelt marks are not
     drawn, without *samples* each run's spread is its value alone (the
-    drift test needs neither, only the sustained step)."""
+    drift test needs neither, only the sustained step); *keep*, when
+    given, chooses the figures (a per-node run's peers without the node
+    they named)."""
     points: dict[tuple, list[dict[str, Any]]] = {}
     for m in idx.figures(runs, samples=samples):
-        if m.value is None or m.variable is None:
+        if m.value is None or m.variable is None or (keep is not None and not keep(m)):
             continue
         key = (m.check, m.partition_fullname, m.environ, m.variable)
         points.setdefault(key, []).append(hist.point(m))

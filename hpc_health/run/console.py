@@ -195,3 +195,24 @@ class ProgressFilter:
         if self.in_failures:
             return False
         return line.startswith("[") or "WARNING" in line or "ERROR" in line
+
+
+def previous_duration(site_name, meta):
+    """Seconds the checks of the last completed run of the same selection
+    took (its Spack pre-build left out: the clock starts after this run's),
+    or None."""
+    same = ("partition", "select_tags", "reframe_args", "per_node", "rounds")
+    for _, prev in reversed(rundirs.list_runs(site_name)):
+        if prev.get("run_id") == meta.get("run_id") or prev.get("exit_code") not in \
+                (0, 1, rundirs.EXIT_DRIFTING):
+            continue
+        if any(prev.get(k) != meta.get(k) for k in same):
+            continue
+        try:
+            start = time.strptime(prev["started"], "%Y-%m-%dT%H:%M:%SZ")
+            end = time.strptime(prev["finished"], "%Y-%m-%dT%H:%M:%SZ")
+        except (KeyError, TypeError, ValueError):
+            continue
+        built = (prev.get("prebuild") or {}).get("seconds") or 0.0
+        return max(time.mktime(end) - time.mktime(start) - float(built), 0.0)
+    return None

@@ -21,6 +21,7 @@ from hpc_health.judge.drift import DRIFT_NIGHTS
 from hpc_health.judge.stats.gate import FALSE_ALARM_BUDGET
 from hpc_health.paths import os_hint
 from hpc_health.render import table
+from hpc_health.run import nodecare
 from hpc_health.run.command import (
     gather_early_logs,
     left_out_tags,
@@ -36,6 +37,7 @@ from hpc_health.run.console import (
     drift_lines,
     header,
     next_step,
+    previous_duration,
 )
 from hpc_health.run.preflight import check_free_space, check_note, check_run_tags, validate
 from hpc_health.run.provenance import (
@@ -81,12 +83,17 @@ class _Night:
     meta: dict = dataclasses.field(default_factory=dict)
     run_hw: dict = dataclasses.field(default_factory=dict)
     cmd: list = dataclasses.field(default_factory=list)
+    rounds: int | None = None
+    drain: bool = False             # --per-node --drain (or the site's setting)
+    resume: bool = False            # --per-node --resume-healthy
+    reserved: Any = None            # nodecare's reservation of drained nodes, tested again
 
 
 def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, per_node=False,
          out=sys.stdout, rounds=None, adopt_baseline=False, chosen_because="--site",
-         run_tags=(), note="", tuning=False):
+         run_tags=(), note="", tuning=False, drain=False, resume_healthy=False):
     site, refs = validate(site_name, partition, figures=True)
+    drain, resume = nodecare.wanted(site, drain, resume_healthy) if per_node else (False, False)
     left_out = left_out_tags(tags, extra, tuning)
     run_tags = check_run_tags(run_tags)
     note = check_note(note)
@@ -102,7 +109,7 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
             print(TUNING_LEFT_OUT, file=out)
         return code
     night = _Night(site, refs, partition, tuple(tags), tuple(extra), per_node, out,
-                   tuple(left_out))
+                   tuple(left_out), rounds=rounds, drain=drain, resume=resume)
     _start(night, rounds, run_tags, note)
     proc, log = _reframe(night, stop)
     interrupted = stop.signum is not None
@@ -119,6 +126,8 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
     except ConfigError as err:
         unreadable = str(err)
     if report is None:
+        if night.reserved:
+            nodecare.restore(night.reserved, sys.stderr)
         night.meta["exit_code"] = exit_interrupted if interrupted else EXIT_USAGE
         rundirs.write_json(night.run_dir / "run.json", night.meta)
         _said_why_no_report(night, proc, log, unreadable, interrupted)
@@ -133,6 +142,8 @@ def _start(night, rounds, run_tags, note):
     # Whatever the run starts and orphans (a benchmark whose launcher died)
     # becomes our child, so that nothing of it outlives the run.
     processes.become_subreaper()
+    # Before the run exists: a Slurm that cannot be reached stops it here.
+    night.reserved = nodecare.before(site, partition) if night.resume else None
     night.run_dir = run_dir = rundirs.new_run_dir(site.name)
     rundirs.reserve_space(run_dir)
     extras = {"hpc_health_site": site.name, "hpc_health_run": run_dir.name}
@@ -157,6 +168,8 @@ def _start(night, rounds, run_tags, note):
         print(line, file=night.out)
     if night.left_out:
         print(f"  {TUNING_LEFT_OUT}", file=night.out)
+    if night.reserved:
+        print(f"  {night.reserved.describe()}", file=night.out)
     print(file=night.out, flush=True)
 
 
@@ -164,7 +177,8 @@ def _reframe(night, stop):
     """Spack's pre-build, then ReFrame, its output shown and kept, until it
     ends or a stop signal ends it; (ReFrame's process or None, the log)."""
     site, run_dir, out = night.site, night.run_dir, night.out
-    env = reframe_environ(run_dir.name, run_dir / "reframe-debug.log")
+    env = {**reframe_environ(run_dir.name, run_dir / "reframe-debug.log"),
+           **(night.reserved.env() if night.reserved else {})}
     began = time.time()
     shown = ProgressFilter()
     progress = Progress(previous_duration(site.name, night.meta))
@@ -310,6 +324,8 @@ def _judged(night, report, interrupted, exit_interrupted, adopt_baseline):
     drifts, whole = ([], None) if interrupted or night.per_node else \
         _across_nights(site, refs, run_dir.name)
     code = _said_across_nights(night, drifts, whole, code)
+    if night.per_node:
+        _cared_for_nodes(night, report, verdict_list, interrupted)
     state = "INTERRUPTED" if interrupted else {
         EXIT_HEALTHY: "HEALTHY", EXIT_UNHEALTHY: "UNHEALTHY", EXIT_DRIFTING: "DRIFTING"}.get(
         code, "ERROR")
@@ -329,6 +345,23 @@ def _judged(night, report, interrupted, exit_interrupted, adopt_baseline):
     print(next_step(site, verdict_list, base, run_dir, adopted, drifts, whole,
                     meta.get("stopped_by")), file=out)
     return code
+
+
+def _cared_for_nodes(night, report, verdict_list, interrupted):
+    """A per-node run's nodes drained, resumed or said (docs/per-node.md),
+    kept with the run; Slurm failing is exit 2, said and kept too."""
+    meta = night.meta
+    try:
+        meta["slurm"] = nodecare.after(
+            night.site, night.refs, night.run_dir.name, report, verdict_list,
+            drain=night.drain, resume=night.resume, reserved=night.reserved,
+            interrupted=interrupted, rounds=night.rounds, out=night.out)
+    except ConfigError as err:     # Slurm failed (exit 2): said, kept with the run
+        meta["slurm_error"] = str(err)
+        raise
+    finally:
+        rundirs.write_json(night.run_dir / "run.json", meta)
+        _index(night.run_dir)
 
 
 def _said_across_nights(night, drifts, whole, code):
@@ -394,27 +427,6 @@ def _across_nights(site, refs, run_id):
         print(f"hpc-health: the drift test over the stored runs could not run "
               f"({type(err).__name__}: {err}); tonight's verdicts stand", file=sys.stderr)
         return [], None
-
-
-def previous_duration(site_name, meta):
-    """Seconds the checks of the last completed run of the same selection
-    took (its Spack pre-build left out: the clock starts after this run's),
-    or None."""
-    same = ("partition", "select_tags", "reframe_args", "per_node", "rounds")
-    for _, prev in reversed(rundirs.list_runs(site_name)):
-        if prev.get("run_id") == meta.get("run_id") or prev.get("exit_code") not in \
-                (EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_DRIFTING):
-            continue
-        if any(prev.get(k) != meta.get(k) for k in same):
-            continue
-        try:
-            start = time.strptime(prev["started"], "%Y-%m-%dT%H:%M:%SZ")
-            end = time.strptime(prev["finished"], "%Y-%m-%dT%H:%M:%SZ")
-        except (KeyError, TypeError, ValueError):
-            continue
-        built = (prev.get("prebuild") or {}).get("seconds") or 0.0
-        return max(time.mktime(end) - time.mktime(start) - float(built), 0.0)
-    return None
 
 
 def _baseline_labels(base):

@@ -78,6 +78,10 @@ def partition_extras(site_dir_path, partition):
 
 #: Where ``hpc-health run`` wants ReFrame's debug log (in the run directory).
 REFRAME_LOG_VAR = "HPC_HEALTH_REFRAME_LOG"
+#: ``NAME=node1,node2``: the maintenance reservation under which a per-node
+#: run tests nodes hpc-health drained (``run --resume-healthy``); the
+#: copies pinned to those nodes ask for it (checklib's HealthCheck).
+RESERVATION_VAR = "HPC_HEALTH_RESERVATION"
 
 
 def reframe_logging(builtin_entry):

@@ -46,6 +46,9 @@ PARTITION_KEYS = {
     ]},
     "ranks_per_node": POSINT,
     "scratch": PATH,
+    # The Slurm partition (default: the same name): whose nodes
+    # --per-node --resume-healthy tests again.
+    "slurm_partition": {"type": "string", "minLength": 1},
     "capabilities": CAPABILITIES_SCHEMA,
 }
 
@@ -68,6 +71,15 @@ SITE_SCHEMA = {
         "rounds": {"type": "integer", "minimum": 1, "maximum": 100, "default": 1},
         # --per-node: the same for per-node runs (default 1).
         "per_node_rounds": {"type": "integer", "minimum": 1, "maximum": 100, "default": 1},
+        # --per-node, nightly: drain the nodes named OUTLIER (as --drain) and
+        # resume the nodes hpc-health drained once found healthy (as
+        # --resume-healthy); off by default (docs/per-node.md).
+        "per_node_drain": {"type": "boolean", "default": False},
+        "per_node_resume_healthy": {"type": "boolean", "default": False},
+        # At most this share of a partition's nodes drained by hpc-health at
+        # once, at least one node (hpc_health.judge.nodeguard.DRAIN_SHARE).
+        "per_node_drain_share": {"type": "number", "exclusiveMinimum": 0, "maximum": 1,
+                                 "default": 0.1},
         # Runs on hardware no reference was measured on collect a baseline;
         # after this many, `reference capture` is proposed (or done, with
         # `run --adopt-baseline`).

@@ -29,7 +29,7 @@ from hpc_health.store import rundirs
 INDEX_FILE = "index.sqlite"
 #: Bumped whenever the tables or what is read into them change: an index
 #: of another version is rebuilt from the run directories.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: Files whose change means a run must be read again.
 _WATCHED = ("run.json", "report.json", rundirs.VERDICTS_FILE)
 
@@ -257,12 +257,15 @@ class Index:
         for m in results.measurements(report):
             if m.variable is None or m.value is None:
                 continue
-            v, why = judged.get((m.check, m.partition_fullname, m.environ, m.variable),
+            # A per-node copy's verdict is stored under "check @node" (the
+            # table's name for it), and its node is the one it was pinned to.
+            check = f"{m.check} @{m.node}" if m.node else m.check
+            v, why = judged.get((check, m.partition_fullname, m.environ, m.variable),
                                 (None, None))
             rows.append((site, run_dir.name, m.test, m.check, m.system, m.partition,
                          m.environ, m.variable, m.value, m.unit, m.better, m.capability,
                          json.dumps(m.samples or [m.value]), json.dumps(m.params, default=str),
-                         json.dumps(m.nodes), m.rounds, v, why))
+                         json.dumps([m.node] if m.node else m.nodes), m.rounds, v, why))
         self.db.executemany("INSERT INTO figures VALUES "
                             "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
