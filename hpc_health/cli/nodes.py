@@ -51,7 +51,7 @@ def nodes(site, partition, node, run_set, html_file):
                      rec.last("drained") or "-", rec.last("resumed") or "-"))
     _print(rows)
     if html_file:
-        from hpc_health.cli import html_nodes, summaries
+        from hpc_health.render import html_nodes, summaries
         written = summaries.write_atomically(html_file, html_nodes.page(chosen.site, runs,
                                                                           recs, rows))
         click.echo(f"wrote {written}", err=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hpc_health.cli import html_page as H
+from hpc_health.render import html_page as H
 
 _STYLE = """<style>
 table.nodes td.cell { text-align: center; min-width: 3.2em; border: 1px solid #fff; }
