@@ -181,7 +181,7 @@ def test_spack_builds_only_on_the_top_level_modules():
 
 #: Words and pieces of the Spack command lines the suite runs: only
 #: hpc_health/spack/commands.py holds them.
-_SPACK_WORDS = {"concretize", "--fail-fast", "mirror"}
+_SPACK_WORDS = {"concretize", "--fail-fast"}
 _SPACK_PIECES = ("spack -e", "location -i", "concretizer:", "-m hpc_health.spack")
 
 
