@@ -103,3 +103,31 @@ def environment_held(env_dir):
     finally:
         holder.kill()
         holder.wait()
+
+
+def barrier_root(tmp_path):
+    """A root whose only check is the barrier kernel, slow enough (40
+    samples of 200 000 barriers) to be stopped, killed or timed out mid-run."""
+    import yaml
+    root = make_root(tmp_path, references=False)
+    (root / "reframe_checks").unlink()
+    (root / "reframe_checks").mkdir()
+    (root / "reframe_checks" / "barrier.py").symlink_to(REPO / "reframe_checks" / "barrier.py")
+    path = root / "site_configs" / "local" / "site.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["partitions"]["default"]["kernels"] = {"samples": 40, "barrier_iters": 200000}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return root
+
+
+def code_strings(path):
+    """(line, text) of the string constants of a module but its docstrings."""
+    import ast
+    tree = ast.parse(Path(path).read_text(), str(path))
+    docs = {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)}
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docs]

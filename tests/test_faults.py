@@ -11,7 +11,7 @@ import time
 
 import pytest
 import yaml
-from sandbox import REPO, hpc_health, make_root, without_spack
+from sandbox import REPO, barrier_root, hpc_health, make_root, without_spack
 from store_fixtures import case, series, write_run
 
 from hpc_health.jobside import nodeload
@@ -85,19 +85,6 @@ def test_a_run_that_never_finished_is_named_not_read(root):
 
 # ---- a run stopped by a signal ------------------------------------------
 
-def _slow_root(tmp_path):
-    """The barrier check alone, slow enough to be stopped mid-run."""
-    root = make_root(tmp_path, references=False)
-    (root / "reframe_checks").unlink()
-    (root / "reframe_checks").mkdir()
-    (root / "reframe_checks" / "barrier.py").symlink_to(REPO / "reframe_checks" / "barrier.py")
-    path = root / "site_configs" / "local" / "site.yaml"
-    doc = yaml.safe_load(path.read_text())
-    doc["partitions"]["default"]["kernels"] = {"samples": 40, "barrier_iters": 200000}
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return root
-
-
 def _ours(root):
     """Processes still running from this sandbox (ReFrame, mpirun, ranks)."""
     out = subprocess.run(["pgrep", "-f", str(root.parent)], capture_output=True, text=True)
@@ -144,7 +131,7 @@ def test_a_stop_signal_stops_reframe_and_its_jobs_and_keeps_the_run(tmp_path, si
     """Within 10 s (Slurm sends SIGKILL 30 s after SIGTERM; it took under a
     second here); a second signal during the stop changes nothing of the
     closed run."""
-    root = _slow_root(tmp_path)
+    root = barrier_root(tmp_path)
     proc = _start(root)
     try:
         _wait_for_the_benchmark(root)
@@ -181,7 +168,7 @@ def test_a_stop_ends_ranks_that_ignore_sigterm_within_10_s(tmp_path):
     hung rank or a wrapper that traps it does): ReFrame's cancel and our
     SIGTERM change nothing, SIGKILL ends them inside the 10 s."""
     from bench.fault_injection.tools import build_pmpi_delay
-    root = _slow_root(tmp_path)
+    root = barrier_root(tmp_path)
     lib = build_pmpi_delay(tmp_path)
     proc = _start(root, OMPI_MCA_mca_base_env_list=f"LD_PRELOAD={lib};FI_IGNORE_SIGTERM=1")
     try:
@@ -209,7 +196,7 @@ def test_a_stop_ends_ranks_that_ignore_sigterm_within_10_s(tmp_path):
 @pytest.mark.quiet      # ReFrame must die within 10 s; the guard's 5 s grace leaves less
                         # room under load
 def test_kill_9_leaves_a_run_that_later_reads_name(tmp_path):
-    root = _slow_root(tmp_path)
+    root = barrier_root(tmp_path)
     _stored(_store(root), n=1)
     proc = _start(root)
     try:
@@ -270,7 +257,7 @@ def test_a_scratch_directory_that_is_unsafe_is_refused_with_its_key(root, scratc
 
 @pytest.mark.slow
 def test_a_busy_node_is_named_beside_the_verdicts(tmp_path):
-    root = _slow_root(tmp_path)
+    root = barrier_root(tmp_path)
     path = root / "site_configs" / "local" / "site.yaml"
     doc = yaml.safe_load(path.read_text())
     doc["partitions"]["default"]["kernels"] = {"samples": 5, "barrier_iters": 20000}
@@ -558,7 +545,7 @@ def test_a_failed_write_is_answered_by_what_failed_and_where(tmp_path, monkeypat
 def test_a_benchmark_that_exits_non_zero_fails_with_its_own_words(tmp_path):
     # (A missing reference file is a baseline, not an error:
     # tests/test_run_local.py, test_run_without_references_reports_no_reference.)
-    root = _slow_root(tmp_path)
+    root = barrier_root(tmp_path)
     # Two failing launches, not forty: mpirun takes seconds over each.
     _edit_site(root, lambda d: d["partitions"]["default"].update(kernels={"samples": 2}))
     res = _cli(root, "run", "--site", "local", "--", "-S", "BarrierLatency.iters=0")
@@ -571,7 +558,7 @@ def test_a_benchmark_that_exits_non_zero_fails_with_its_own_words(tmp_path):
 
 @pytest.mark.slow
 def test_a_benchmark_killed_by_a_signal_is_a_fail_naming_the_launch(tmp_path):
-    root = _slow_root(tmp_path)
+    root = barrier_root(tmp_path)
     # One launch that runs for many seconds unless killed: the killer cannot
     # miss it (short launches could all end between two looks, and the test
     # flipped).  10 million barriers per communicator is the kernel's
@@ -604,7 +591,7 @@ def test_a_benchmark_killed_by_a_signal_is_a_fail_naming_the_launch(tmp_path):
 
 @pytest.mark.slow
 def test_a_benchmark_that_hangs_past_its_time_limit(tmp_path):
-    root = _slow_root(tmp_path)
+    root = barrier_root(tmp_path)
     res = _cli(root, "run", "--site", "local", "--", "-S", "BarrierLatency.time_limit=5s",
                "-S", "BarrierLatency.iters=100000000")
     assert res.returncode == 1, res.stdout + res.stderr
@@ -635,7 +622,7 @@ def test_a_foreign_output_is_refused(tmp_path):
 
 @pytest.mark.slow
 def test_two_runs_at_once_on_one_store_keep_their_own_directories(tmp_path):
-    root = _slow_root(tmp_path)
+    root = barrier_root(tmp_path)
     _edit_site(root, lambda d: d["partitions"]["default"].update(kernels={"samples": 2}))
     procs = [_start(root) for _ in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]
@@ -657,7 +644,7 @@ def _mount_tmpfs(path, options):
 
 @pytest.mark.slow
 def test_a_full_file_system_is_one_clear_error_and_earlier_runs_survive(tmp_path):
-    root = _slow_root(tmp_path)
+    root = barrier_root(tmp_path)
     store = _store(root)
     _mount_tmpfs(store, "size=256k")
     try:
@@ -678,7 +665,7 @@ def test_a_store_that_fills_during_the_run_still_closes_the_run(tmp_path):
     run is closed with its exit code and says so; later reads name it, they
     do not call it killed.  (4 MiB kept free in the run directory until it
     is closed hold its verdicts and run.json.)"""
-    root = _slow_root(tmp_path)
+    root = barrier_root(tmp_path)
     _edit_site(root, lambda d: d["partitions"]["default"].update(
         kernels={"samples": 3, "barrier_iters": 200000}))
     store = _store(root)
@@ -714,7 +701,7 @@ def test_a_store_that_fills_during_the_run_still_closes_the_run(tmp_path):
 
 @pytest.mark.slow
 def test_a_read_only_store_is_one_clear_error(tmp_path):
-    root = _slow_root(tmp_path)
+    root = barrier_root(tmp_path)
     store = _store(root)
     _mount_tmpfs(store, "size=100m")
     try:

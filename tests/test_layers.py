@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from sandbox import code_strings
+
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "hpc_health"
 #: Longest module: one that needs more is doing more than one job.
@@ -185,21 +187,10 @@ _SPACK_WORDS = {"concretize", "--fail-fast"}
 _SPACK_PIECES = ("spack -e", "location -i", "concretizer:", "-m hpc_health.spack")
 
 
-def _code_strings(path):
-    """The string constants of *path* that are not docstrings."""
-    tree = ast.parse(path.read_text(), str(path))
-    docs = {id(node.body[0].value) for node in ast.walk(tree)
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-            and node.body and isinstance(node.body[0], ast.Expr)
-            and isinstance(node.body[0].value, ast.Constant)}
-    return [n.value for n in ast.walk(tree)
-            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
-
-
 def test_one_module_names_every_spack_command():
     named = {}
     for name, path in _modules().items():
-        found = [s for s in _code_strings(path)
+        found = [s for _, s in code_strings(path)
                  if s in _SPACK_WORDS or any(p in s for p in _SPACK_PIECES)]
         if found:
             named[name] = found

@@ -9,8 +9,7 @@ import subprocess
 import sys
 
 import pytest
-import yaml
-from sandbox import REPO, environ, hpc_health, make_root, store
+from sandbox import barrier_root, environ, hpc_health, make_root, store
 
 
 def _unfinished(root, run_id, **meta):
@@ -52,22 +51,9 @@ def test_runs_names_what_became_of_a_night_without_a_report(tmp_path):
         assert "filled during the run" in res.stderr and "sites with runs" not in res.stderr
 
 
-def _slow_root(tmp_path):
-    """The barrier check alone, as tests/test_faults.py makes it."""
-    root = make_root(tmp_path, references=False)
-    (root / "reframe_checks").unlink()
-    (root / "reframe_checks").mkdir()
-    (root / "reframe_checks" / "barrier.py").symlink_to(REPO / "reframe_checks" / "barrier.py")
-    path = root / "site_configs" / "local" / "site.yaml"
-    doc = yaml.safe_load(path.read_text())
-    doc["partitions"]["default"]["kernels"] = {"samples": 40, "barrier_iters": 200000}
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return root
-
-
 @pytest.mark.slow
 def test_the_next_run_names_a_run_killed_the_night_before(tmp_path):
-    root = _slow_root(tmp_path)
+    root = barrier_root(tmp_path)
     killed = _unfinished(root, "20261101T020000Z")
     proc = subprocess.Popen([sys.executable, "-m", "hpc_health", "run", "--site", "local"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

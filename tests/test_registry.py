@@ -4,11 +4,11 @@ declared beside its parser (``hpc_health/parsers/registry.py``), and the
 site schema, ``hpc-health parse`` and the report read the declarations.
 No module in site/, cli/, judge/ or run/ names a benchmark."""
 
-import ast
 import re
 from pathlib import Path
 
 import pytest
+from sandbox import code_strings
 
 from hpc_health import parsers
 from hpc_health.parsers import registry
@@ -62,18 +62,6 @@ def test_a_section_or_parser_declared_twice_is_refused(monkeypatch):
         registry.settings()
 
 
-def _code_strings(path):
-    """The string constants of a module but its docstrings."""
-    tree = ast.parse(path.read_text(), str(path))
-    docs = {id(node.body[0].value) for node in ast.walk(tree)
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-            and node.body and isinstance(node.body[0], ast.Expr)
-            and isinstance(node.body[0].value, ast.Constant)}
-    return [(node.lineno, node.value) for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str)
-            and id(node) not in docs]
-
-
 def test_no_core_layer_names_a_benchmark():
     # A benchmark named in site/, cli/, judge/ or run/ (its settings, its
     # parser, a picture of its own) is an edit there for the next one.
@@ -83,7 +71,7 @@ def test_no_core_layer_names_a_benchmark():
         for path in sorted((PACKAGE / layer).rglob("*.py")):
             if path.name in NOT_YET_MOVED:
                 continue
-            for line, text in _code_strings(path):
+            for line, text in code_strings(path):
                 hit = names & set(re.findall(r"[a-z_]+", text.lower()))
                 if hit:
                     found.append(f"{path.relative_to(PACKAGE)}:{line}: {sorted(hit)} in {text!r}")
@@ -93,4 +81,4 @@ def test_no_core_layer_names_a_benchmark():
 def test_the_finder_sees_a_benchmark_named_in_code(tmp_path):
     path = tmp_path / "m.py"
     path.write_text('"""About osu."""\nX = {"osu": 1}\n')
-    assert _code_strings(path) == [(2, "osu")]
+    assert code_strings(path) == [(2, "osu")]

@@ -13,8 +13,7 @@ import time
 import xml.etree.ElementTree as ET
 
 import pytest
-import yaml
-from sandbox import REPO, environ, hpc_health, make_root, store
+from sandbox import barrier_root, environ, hpc_health, make_root, store
 from store_fixtures import case, write_run
 
 from hpc_health.render import escape
@@ -173,22 +172,9 @@ def test_a_latin1_or_ascii_terminal_reads_runs_holding_what_it_cannot_encode(tmp
     assert b"\\u2192" in _run_in(env, "report", "--site", "local", "last:2").stdout
 
 
-def _slow_root(tmp_path):
-    """The barrier check alone, as tests/test_faults.py makes it hang."""
-    root = make_root(tmp_path, references=False)
-    (root / "reframe_checks").unlink()
-    (root / "reframe_checks").mkdir()
-    (root / "reframe_checks" / "barrier.py").symlink_to(REPO / "reframe_checks" / "barrier.py")
-    path = root / "site_configs" / "local" / "site.yaml"
-    doc = yaml.safe_load(path.read_text())
-    doc["partitions"]["default"]["kernels"] = {"samples": 40, "barrier_iters": 200000}
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return root
-
-
 @pytest.mark.slow
 def test_a_run_whose_check_timed_out_keeps_its_night_under_a_latin1_locale(tmp_path):
-    root = _slow_root(tmp_path)
+    root = barrier_root(tmp_path)
     env = _latin1_env(root)
     res = _run_in(env, "run", "--site", "local", "--", "-S", "BarrierLatency.time_limit=5s",
                   "-S", "BarrierLatency.iters=100000000")
