@@ -129,25 +129,7 @@ def _after(site, refs, run_id, report, verdict_list, drain, resume, reserved, in
             print(f"  BROADLY WORSE: {why_not}: the drains rest on the peer comparison alone",
                   file=out)
         decisions = nodeguard.plan_drains(found, len(nodes), states, share, interrupted, worse)
-        redrain = {}
-        for d in decisions:
-            more = len({f.check for f in found if f.node == d.node}) - 1
-            reason = slurm.drain_reason(d.finding, run_id, more)
-            if d.action == DRAIN:
-                if drain:
-                    slurm.drain(d.node, reason)
-                    record["drained"].append({"node": d.node, "reason": reason, "partition": part})
-                    print(f"  drained {d.node}: {reason}", file=out)
-                else:
-                    cmd = shlex.join(slurm.drain_command(d.node, reason))
-                    record["recommended"].append({"node": d.node, "command": cmd})
-                    print(f"  to drain {d.node} (run with --drain, or per_node_drain: true, to "
-                          f"act): {cmd}", file=out)
-            elif reserved and d.node in reserved.nodes:
-                redrain[d.node] = reason        # found sick again: tonight's numbers
-            else:
-                record["kept"].append({"node": d.node, "why": d.why})
-                print(f"  not drained {d.node}: {d.why}", file=out)
+        redrain = _drains(decisions, found, run_id, part, drain, reserved, record, out)
         if resume:
             _resume(nodeguard.plan_resumes(nodeguard.healthy_nodes(vs), states, interrupted),
                     reserved, redrain, record, out)
@@ -161,6 +143,31 @@ def _after(site, refs, run_id, report, verdict_list, drain, resume, reserved, in
         # Every node of the reservation is in service or drained again by now.
         slurm.release(reserved.name)
     return record
+
+
+def _drains(decisions, found, run_id, part, drain, reserved, record, out):
+    """Each drain decision acted on (--drain), or its command printed; the
+    reserved nodes found sick again, with tonight's reason."""
+    redrain = {}
+    for d in decisions:
+        more = len({f.check for f in found if f.node == d.node}) - 1
+        reason = slurm.drain_reason(d.finding, run_id, more)
+        if d.action == DRAIN:
+            if drain:
+                slurm.drain(d.node, reason)
+                record["drained"].append({"node": d.node, "reason": reason, "partition": part})
+                print(f"  drained {d.node}: {reason}", file=out)
+            else:
+                cmd = shlex.join(slurm.drain_command(d.node, reason))
+                record["recommended"].append({"node": d.node, "command": cmd})
+                print(f"  to drain {d.node} (run with --drain, or per_node_drain: true, to "
+                      f"act): {cmd}", file=out)
+        elif reserved and d.node in reserved.nodes:
+            redrain[d.node] = reason        # found sick again: tonight's numbers
+        else:
+            record["kept"].append({"node": d.node, "why": d.why})
+            print(f"  not drained {d.node}: {d.why}", file=out)
+    return redrain
 
 
 def _resume(decisions, reserved, redrain, record, out):
