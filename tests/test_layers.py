@@ -350,3 +350,20 @@ def test_the_readme_is_read_in_five_minutes():
     """README.md at most 150 lines: today's figures once, the history in
     docs/development.md (issue 45)."""
     assert len((REPO / "README.md").read_text().splitlines()) <= 150
+
+
+#: Longest function in the layers that run, judge and keep (issue 45).
+MAX_FUNCTION_LINES = 60
+
+
+def test_no_function_of_run_judge_or_store_is_too_long():
+    long = []
+    for name, path in _modules().items():
+        if not _within(name, ("hpc_health.run", "hpc_health.judge", "hpc_health.store")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{name}.{node.name}: {lines} lines")
+    assert not long, long
