@@ -190,3 +190,11 @@ def test_capture_and_the_first_judged_run_print_the_same_mdc(tmp_path):
 def test_a_sites_tolerance_reaches_the_verdict(tmp_path):
     _, vs = _captured_and_tonight(tmp_path, tolerance={"StreamTriadScaling/triad": -0.6})
     assert {v.measurement.test: v.verdict for v in vs}["StreamTriadScaling"] == "PASS"
+
+
+def test_a_figure_that_is_zero_on_some_runs_is_left_out_with_its_reason():
+    """IOR's close time printed as 0.0000 on some nights: no reference (it
+    crashed the capture with an overflow before)."""
+    from hpc_health.judge import stats
+    with pytest.raises(stats.NoReference, match="on 2 of 5 runs"):
+        stats.night_logs([[0.0, 0.0], [0.0102, 0.0103], [0.0], [0.0101], [0.0102]], "s")

@@ -20,6 +20,7 @@ from hpc_health.judge.stats.constants import (
     POWER,
     RECOMMENDED_RUNS,
     RECOMMENDED_SAMPLES,
+    TINY,
     check_direction,
     from_log,
     to_log,
@@ -188,7 +189,15 @@ def night_logs(samples_by_run: Sequence[Sequence[float]], unit: str) -> np.ndarr
     the nights the gate's spread and level come from.  Raises
     :class:`NoReference` for samples that measure nothing (all 0, or one
     printed step more than :data:`BOUND_CAP` of the value)."""
-    return run_location_logs(_measuring(samples_by_run, unit, BOUND_CAP)[0])
+    runs = _measuring(samples_by_run, unit, BOUND_CAP)[0]
+    logs = run_location_logs(runs)
+    zero = [float(np.exp(v)) for v in logs if not v > math.log(TINY) + 1.0]
+    if zero:
+        # A run whose figure is 0 is a night the timer did not see: on the
+        # log scale its distance from any level is infinite.
+        raise NoReference(f"below the timer's resolution on {len(zero)} of {len(runs)} runs "
+                          f"(their figure is 0 {unit})")
+    return logs
 
 
 def _measuring(samples_by_run: Sequence[Sequence[float]], unit: str,
