@@ -12,7 +12,7 @@ capture and run print the same MDC for a figure.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -129,16 +129,41 @@ class Baseline:
         return max(float(np.std(self.logs, ddof=1)), floor)
 
 
-def capture_family(figures: Mapping[Any, Baseline]) -> dict[Any, dict[str, Any]]:
-    """The provenance the gate needs for each figure of one family: its
-    spread and degrees of freedom, the prior fitted to the family, and the
-    family's effective number of independent figures."""
+def capture_family(figures: Mapping[Any, Baseline],
+                   kind: Callable[[Any], Any] | None = None) -> dict[Any, dict[str, Any]]:
+    """The provenance the gate needs for each figure of one check: its
+    spread and degrees of freedom, the prior it borrows from, and the
+    check's effective number of independent figures (its multiplicity).
+
+    The prior is fitted to the figures of the same *kind* (the variable: a
+    halo time at 1 MiB beside the other 1 MiB times, not beside 8 B ones,
+    whose noise is of another order) when there are :data:`prior.MIN_FIGURES`
+    of that kind, else to the whole check (STREAM's four kernels)."""
+    groups: dict[Any, dict[Any, Baseline]] = {}
+    for k, b in figures.items():
+        groups.setdefault(kind(k) if kind else None, {})[k] = b
+    effective = prior.effective_count(_matrix(figures))
+    out: dict[Any, dict[str, Any]] = {}
+    few = [k for g in groups.values() if len(g) < prior.MIN_FIGURES for k in g]
+    if few:
+        # Kinds with too few figures borrow from the whole check.
+        whole = _borrowing(figures, effective)
+        out.update({k: whole[k] for k in few})
+    for group in groups.values():
+        if len(group) >= prior.MIN_FIGURES:
+            out.update(_borrowing(group, effective))
+    return out
+
+
+def _borrowing(figures: Mapping[Any, Baseline], effective: float) -> dict[Any, dict[str, Any]]:
+    """Each figure's spread and the prior fitted to *figures*, held to what
+    their effective number of independent figures can lend."""
     keys = list(figures)
     s2 = [figures[k].spread ** 2 for k in keys]
     dfs = [len(figures[k].logs) - 1.0 for k in keys]
-    effective = prior.effective_count(_matrix(figures))
+    lenders = prior.effective_count(_matrix(figures))
     p_var, p_df = prior.fit_prior(s2, dfs)
-    p_df = min(p_df, prior.prior_df_cap(effective, float(np.mean(dfs)) if dfs else 0.0))
+    p_df = min(p_df, prior.prior_df_cap(lenders, float(np.mean(dfs)) if dfs else 0.0))
     p_df = p_df if p_df >= 0.5 else 0.0     # half a degree of freedom lends nothing
     out = {}
     for k, var, df in zip(keys, s2, dfs):

@@ -150,7 +150,7 @@ def _gated(nights: dict[Any, Any], provs: dict[Any, Any], budget: float,
         families.setdefault(gating.family_of(key[0], key[2][0]), OrderedDict())[key] = base
     noise = {}
     for members in families.values():
-        noise.update(gating.capture_family(members))
+        noise.update(gating.capture_family(members, kind=lambda key: key[3]))
     # A family whose every figure is left out takes no share of the budget,
     # which changes the others' (once is enough: fewer checks only lower the MDCs).
     checks = len(families)
