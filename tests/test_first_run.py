@@ -91,17 +91,22 @@ def test_a_new_machine_collects_a_baseline_then_adopts_it(tmp_path):
             if "no_reference" in written["$provenance"]["BarrierLatency"][k]}
     assert len(kept) == int(made.group(1)) and kept | left == {"median_n2", "mpi_init", "p90_n2"}
     assert third.stdout.count("  left out: BarrierLatency") == len(left)
-    # Three runs cannot promise much: said in the file and in every run's table.
+    # What each reference catches is in the file; above the site's limit it
+    # is weak, with the spread that makes it so.
     for var in kept:
         prov = written["$provenance"]["BarrierLatency"][f"local:default/gnu-mpi/{var}"]
-        assert prov["mdc"] > 0.5 and "more baseline runs" in prov["weak"]
+        assert ("weak" in prov) == (prov["mdc"] > 0.5), prov
+        assert "weak" not in prov or "runs spread by" in prov["weak"]
 
     judged = _run(root)
     table = judged.stdout.split("verdict", 1)[1]
     rows = [line for line in table.splitlines() if line.startswith("BarrierLatency ")]
     assert sum("NO-REFERENCE" in r for r in rows) == len(left)
     assert "references: " in judged.stdout
-    assert "(weak reference)" in table and "WEAK REFERENCE" in table
+    weak = [v for v in kept if "weak" in
+            written["$provenance"]["BarrierLatency"][f"local:default/gnu-mpi/{v}"]]
+    assert ("(weak reference)" in table) == bool(weak)
+    assert ("WEAK REFERENCE" in table) == bool(weak)
 
 
 @pytest.mark.slow
