@@ -180,8 +180,6 @@ def test_bounds_never_narrower_than_the_test_enforces():
     # Five runs of the same series: a usable reference that says what it catches.
     five = st.propose_reference(runs_of(s["values"][:25], 5), s["unit"], HIGHER, family=4)
     assert five.mdc < ref.mdc and -five.lower < 0.5
-    assert st.runs_for_mdc(five, HIGHER, five.mdc * 0.9, family=4) > five.runs
-    assert st.runs_for_mdc(five, HIGHER, 0.05, family=4) is None     # below the episode floor
 
 
 def test_figures_that_measure_nothing_get_no_reference():

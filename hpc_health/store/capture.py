@@ -1,11 +1,12 @@
 """``hpc-health reference capture``: propose references from measured runs.
 
-value = location (Huber M-estimate) of all samples of all runs; bounds from
-the observed noise (:func:`hpc_health.judge.stats.propose_reference`: between-run
-episodes included, clamped to a documented floor and cap).  The proposal is
-printed as a diff; the file is written only with ``--write``, atomically, and
-only after the new content has been validated by the same loader every run
-uses.
+value = the mean of the runs' figures on the log scale, frozen until the
+next capture; noise = the spread of those figures, with the prior it
+borrows from its kind's figures and the check's effective number of
+independent figures (:func:`hpc_health.judge.gating.capture_family`), so
+that every run judges it with the nightly gate.  The proposal is printed as
+a diff; the file is written only with ``--write``, atomically, and only
+after the new content has been validated by the same loader every run uses.
 """
 
 from __future__ import annotations

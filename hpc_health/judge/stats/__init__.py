@@ -99,7 +99,6 @@ from hpc_health.judge.stats.reference import (
     Reference,
     night_logs,
     propose_reference,
-    runs_for_mdc,
 )
 from hpc_health.judge.stats.robust import (
     clean,
@@ -174,7 +173,6 @@ __all__ = [
     "Reference",
     "relative_spread",
     "robust_spread",
-    "runs_for_mdc",
     "verdict",
     "VerdictResult",
     "within_run_spread",

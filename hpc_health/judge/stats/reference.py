@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
@@ -220,24 +220,3 @@ def _measuring(samples_by_run: Sequence[Sequence[float]], unit: str,
         raise NoReference(f"below the timer's resolution: one printed step ({step:.3g} {unit}) "
                           f"is {step / value:.0%} of the value {value:.3g} {unit}")
     return runs, allx, value, step
-
-
-def runs_for_mdc(ref: Reference, direction: str, target: float, family: int = 1,
-                 most: int = 200) -> int | None:
-    """Baseline runs that would bring ``ref``'s MDC down to ``target`` if
-    the noise stayed what its runs showed (same samples per run), or None
-    when no number up to ``most`` does: then the noise itself, not the
-    number of runs, stands in the way."""
-    runs = max(1, int(ref.runs or 1))
-    per_run = max(1.0, float(ref.n or runs) / runs)
-    m = max(1, int(round(per_run)))
-    alpha = ALPHA / max(1, int(family))
-    floor_log = to_log(BOUND_FLOOR, direction)
-    for r in range(runs, most + 1):
-        trial = replace(ref, runs=r, n=int(round(per_run * r)))
-        s, df = noise_model(trial, m)
-        sb, _ = noise_model(trial, m, better=True)
-        bound_log = max(floor_log, critical_log(s, df, alpha))
-        if mdc_of(s, sb, df, alpha, POWER, bound_log, direction) <= target:
-            return r
-    return None
