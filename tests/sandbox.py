@@ -93,10 +93,18 @@ def artifacts():
 def environment_held(env_dir):
     """Another process holding the Spack environment *env_dir* as a build
     does (hpc_health.spack.sources.env_lock); yields its pid."""
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import time; from hpc_health.spack import sources\n"
-        f"with sources.env_lock({str(env_dir)!r}, 5):\n"
-        "    print('held', flush=True); time.sleep(600)")], stdout=subprocess.PIPE, text=True)
+    with holding([sys.executable, "-c", (
+            "import time; from hpc_health.spack import sources\n"
+            f"with sources.env_lock({str(env_dir)!r}, 5):\n"
+            "    print('held', flush=True); time.sleep(600)")]) as pid:
+        yield pid
+
+
+@contextmanager
+def holding(cmd, env=None):
+    """A process started by *cmd* that prints 'held' once it holds what it
+    was started to hold, and is killed on leaving; its pid."""
+    holder = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert holder.stdout.readline().strip() == "held"
         yield holder.pid

@@ -13,6 +13,7 @@ from sandbox import REPO, hpc_health, make_root
 
 from hpc_health.errors import ConfigError
 from hpc_health.spack import kit as spack_kit
+from hpc_health.spack import kit_sources
 
 SHARED_KIT = Path(os.environ.get("HPC_HEALTH_SPACK_KIT") or REPO.parent / "shared" / "spack-kit")
 needs_kit = pytest.mark.skipif(not (SHARED_KIT / "SHA256SUMS").is_file(),
@@ -112,7 +113,8 @@ def test_a_kit_made_from_another_kit_holds_its_archives_and_a_spack_mirror(tmp_p
     kit = spack_kit.Kit(dest)
     kit.verify(say=lambda line: None)
     for name in [p.name for p in SHARED_KIT.glob("*.tar.gz")]:
-        assert spack_kit._sha256(dest / name) == spack_kit._sha256(SHARED_KIT / name)
+        assert kit_sources.file_sha256(dest / name) == \
+            kit_sources.file_sha256(SHARED_KIT / name)
     # The mirror was made by `spack mirror create`, in its own layout.
     assert list((dest / "mirror" / "darshan-util").glob("darshan-util-3.5.0.tar.gz"))
     assert list((dest / "mirror" / "_source-cache" / "archive").rglob("*.tar.gz"))

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 import pytest
 import yaml
-from sandbox import hpc_health, make_root
+from sandbox import holding, hpc_health, make_root
 
 from hpc_health import processes
 from hpc_health.spack import commands, prebuild
@@ -41,18 +41,11 @@ def spack_holding(env_dir):
     """A Spack process holding *env_dir*'s environment lock with Spack's own
     lock class, as a concurrent ``spack -e ENV concretize`` does; its pid."""
     path = env_dir / spacklock.ENV_LOCK
-    holder = subprocess.Popen(
-        [SPACK, "python", "-c", _one_statement(
+    with holding([SPACK, "python", "-c", _one_statement(
             "import time, spack.llnl.util.lock as lk\n"
             f"lock = lk.Lock({str(path)!r}); lock.acquire_write()\n"
-            "print('held', flush=True); time.sleep(600)")],
-        stdout=subprocess.PIPE, text=True, env=ENV)
-    try:
-        assert holder.stdout.readline().strip() == "held"
-        yield holder.pid
-    finally:
-        holder.kill()
-        holder.wait()
+            "print('held', flush=True); time.sleep(600)")], env=ENV) as pid:
+        yield pid
 
 
 def _ensure_args(tmp_path, env_dir, out, wait):

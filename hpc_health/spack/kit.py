@@ -29,7 +29,6 @@ scope, and writes ``bootstrap.json``, which the checks read.
 This module is part of the core: it imports no ReFrame.
 """
 
-import hashlib
 import json
 import os
 import re
@@ -123,18 +122,10 @@ class Kit:
             if not target.is_file():
                 raise ConfigError(sums, f"lists {name.strip()}, which the kit does not have",
                                   line=n)
-            if _sha256(target) != digest.lower():
+            if kit_sources.file_sha256(target) != digest.lower():
                 raise ConfigError(sums, f"{name.strip()} does not match its checksum: a "
                                   "damaged or altered kit", line=n)
         say(f"spack setup: kit {self.path}: {len(lines)} files verified")
-
-
-def _sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as fp:
-        for block in iter(lambda: fp.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _unpack(archive, dest):
@@ -378,7 +369,7 @@ def make_kit(dest, base_url=None, spack=None, specs=MIRRORED, say=print):
         _spack(spack, *commands.mirror_create(dest / "mirror", specs), say=say)
     files = sorted(p for p in dest.rglob("*") if p.is_file() and not p.is_symlink()
                    and p.name != "SHA256SUMS")
-    (dest / "SHA256SUMS").write_text("".join(f"{_sha256(p)}  {p.relative_to(dest)}\n"
+    (dest / "SHA256SUMS").write_text("".join(f"{kit_sources.file_sha256(p)}  {p.relative_to(dest)}\n"
                                              for p in files))
     say(f"spack kit: {dest}: {len(files)} files, SHA256SUMS written")
     return Kit(dest)
