@@ -42,6 +42,17 @@ def test_a_forced_algorithm_that_ran_is_proven():
     assert set(mpi_info.ompi_serving_component(text).values()) == {("tuned", 30)}
 
 
+def test_a_rank_whose_line_began_inside_anothers_is_read_all_the_same():
+    """Two ranks write their verbose lines to one stream unlocked: one rank's
+    'selecting tuned' line began in the middle of the other's (seen in CI,
+    where it read as coll/basic outranking tuned)."""
+    text = _text("proof_allreduce_ring_np2.txt")
+    glued = text.replace("\n[vm:27299] coll:base:comm_select: selecting       tuned",
+                         "[vm:27299] coll:base:comm_select: selecting       tuned", 1)
+    assert glued != text
+    assert mpi_info.ompi_forced_algorithm_applied(glued, "allreduce", "ring") is None
+
+
 def test_an_algorithm_open_mpi_does_not_know_is_not_applied():
     # Open MPI runs the default with exit 0 and says so only in a help message.
     why = mpi_info.ompi_forced_algorithm_applied(_text("proof_allreduce_99_np2.txt"),

@@ -98,9 +98,20 @@ def ompi_params_in_effect(text):
     return {name: value.strip() for _, name, value in _PARAM.findall(text)}
 
 
+#: A process's verbose line begun in the middle of another's: two ranks
+#: writing to one stream without a lock ("...unloadi[vm:14180] coll:...").
+_GLUED = re.compile(r"(?<=[^\n])(?=\[[^\]\s]+:\d+\] )")
+
+
+def unglued(text):
+    """*text* with every process's verbose line on a line of its own."""
+    return _GLUED.sub("\n", text)
+
+
 def ompi_world_components(text):
     """{process: [(component, priority)]}: the coll components each process
     enabled on MPI_COMM_WORLD, highest priority first."""
+    text = unglued(text)
     out, current = {}, {}
     events = sorted([(m.start(), "comm", m.group(1), m.group(2)) for m in _COMM.finditer(text)] +
                     [(m.start(), "sel", m.group(1), m) for m in _SELECTING.finditer(text)],
@@ -159,5 +170,5 @@ _IO_SELECTED = re.compile(r"^\[([^\]]+)\] io:base:file_select: Selected io modul
 def ompi_io_selected(text):
     """The io modules Open MPI selected to open files (``io_base_verbose``
     >= 10), over every process."""
-    return {m.group(2) for m in _IO_SELECTED.finditer(text)}
+    return {m.group(2) for m in _IO_SELECTED.finditer(unglued(text))}
 
