@@ -24,6 +24,11 @@ from hpc_health.judge.stats.constants import HIGHER, LOWER, MIN_SPREAD, from_log
 if TYPE_CHECKING:
     from hpc_health.store.references import ReferenceSet
 
+#: The smallest change a figure fails on when the site declares no
+#: tolerance of its own: below 3 % are print resolution, timer granularity
+#: and compiler or firmware noise, not health (a 0.2 %-quiet MPI_Init 1 %
+#: slower is significant and nobody's concern).
+MIN_CHANGE = 0.03
 #: Provenance keys the gate writes and reads.
 NOISE_KEYS = ("night_spread", "night_df", "prior_spread", "prior_df", "effective")
 
@@ -243,11 +248,12 @@ def judge_night(value: float, reference: float, direction: str, prov: Mapping[st
                      levels_of(noise, checks, budget))
     scale = noise.spread * math.sqrt(1 + 1 / noise.runs)
     one, low = (from_log(c * scale, direction) for c in (res.one_night, res.persist))
-    enforced = max(one, tolerance or 0.0)
+    floor = MIN_CHANGE if tolerance is None else tolerance
+    enforced = max(one, floor)
     signed = (value - reference) / reference
-    _, sustained = detection(noise, checks, budget, direction)
+    sustained = max(detection(noise, checks, budget, direction)[1], floor)
     night = Night("PASS", signed, "", sustained, res.p_value, enforced, noise)
-    if res.failed and (tolerance is None or from_log(max(dev, 0.0), direction) > tolerance):
+    if res.failed and from_log(max(dev, 0.0), direction) > floor:
         night.verdict = "DEGRADED"
         if res.failed != "one night":
             night.tag = f"{res.nights_beyond} nights, {_pct(signed)}"

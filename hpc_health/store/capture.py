@@ -174,7 +174,9 @@ def _judged(nights, noise, provs, checks, budget, max_mdc):
                                  for k, v in noise[key].items() if v is not None}}
         fig = gating.noise_of(prov)
         assert fig is not None
-        one, sustained = gating.detection(fig, checks, budget, direction)
+        # Below MIN_CHANGE nothing fails without a site's own tolerance.
+        one, sustained = (max(m, gating.MIN_CHANGE)
+                          for m in gating.detection(fig, checks, budget, direction))
         spread = f"its {fig.runs} runs spread by {100 * base.spread:.1f} % (log SD)"
         if sustained >= MAX_ENFORCED[direction]:
             out[key] = {"no_reference": f"cannot gate: {spread}, so under the site's "
