@@ -198,3 +198,27 @@ def test_a_figure_that_is_zero_on_some_runs_is_left_out_with_its_reason():
     from hpc_health.judge import stats
     with pytest.raises(stats.NoReference, match="on 2 of 5 runs"):
         stats.night_logs([[0.0, 0.0], [0.0102, 0.0103], [0.0], [0.0101], [0.0102]], "s")
+
+
+def test_a_quiet_figure_among_noisy_ones_of_its_kind_says_the_spread_it_is_judged_with():
+    """Five runs of a figure spread by 3 % while the other figures of its
+    kind spread by about 20 %: its few runs cannot tell it apart from them, and
+    its reason gives both spreads, so its MDC follows from a number printed."""
+    from hpc_health.store import capture
+    rng = np.random.default_rng(7)
+    found = {}
+    for j in range(10):
+        sd = 0.03 if j == 0 else 0.17 + 0.01 * j
+        logs = rng.normal(0.0, sd, 5)
+        logs = (logs - logs.mean()) / logs.std(ddof=1) * sd     # exactly that spread
+        found[("HaloExchange", ("$partition", "$environ", "kind"),
+               ("local:default", "gnu-mpi", f"k{j}"), "time_1MiB")] = {
+            "unit": "us", "better": "lower", "runs": [f"r{k}" for k in range(5)],
+            "samples_by_run": [[300.0 * math.exp(x)] for x in logs], "busy_by_run": [0] * 5}
+    proposals = capture.propose(found)
+    quiet = proposals[next(iter(found))]
+    said = quiet["provenance"].get("weak") or quiet.get("no_reference")
+    assert "its 5 runs spread by 3.0 % (log SD), judged with" in said, said
+    judged_with = float(said.split("judged with ")[1].split(" %")[0])
+    assert 3.0 < judged_with < 26.0
+    assert "cannot tell it apart" in said

@@ -54,7 +54,7 @@ def render(site: str, run_id: str, started_s: float | None, vs: Sequence[V.Verdi
         "hpc_health_run_timestamp_seconds": "When the run started (Unix time).",
         "hpc_health_run_healthy": "1 if the run was healthy (exit 0), else 0.",
         "hpc_health_verdict": "One series per state; 1 for the state the figure is in.",
-        "hpc_health_mdc_ratio": "Smallest worsening caught on 95 % of nights (fraction).",
+        "hpc_health_mdc_ratio": "Smallest worsening the reference catches (fraction; MDC, docs/verdicts.md).",
     }
 
     def add(name: str, labels: str, value: float) -> None:

@@ -24,7 +24,7 @@ import yaml
 
 from hpc_health.errors import ConfigError
 from hpc_health.judge import gating, results, stats
-from hpc_health.judge.stats.gate import FALSE_ALARM_BUDGET, PERSIST_NIGHTS
+from hpc_health.judge.stats.gate import FALSE_ALARM_BUDGET, PERSIST_NIGHTS, POWER
 from hpc_health.site import hardware
 from hpc_health.store import references
 
@@ -165,6 +165,19 @@ def _gated(nights: dict[Any, Any], provs: dict[Any, Any], budget: float,
     return made
 
 
+def _spread_said(fig: gating.Noise, own: float) -> str:
+    """The spread a reason's numbers follow from: the figure's own, and the
+    one it is judged with when borrowing moved it (a quiet figure among
+    noisy ones of its kind: its few runs cannot tell it apart from them)."""
+    said = f"its {fig.runs} runs spread by {100 * own:.1f} % (log SD)"
+    if fig.prior_df and abs(math.log(fig.spread / own)) > math.log(1.25):
+        said += (f", judged with {100 * fig.spread:.1f} % ({fig.rests_on()}): "
+                 f"the other figures of its kind spread "
+                 f"{'more' if fig.spread > own else 'less'}, and {fig.runs} runs "
+                 f"cannot tell it apart from them")
+    return said
+
+
 def _judged(nights, noise, provs, checks, budget, max_mdc):
     """Each figure's proposal once the site's gated checks are known."""
     out = OrderedDict()
@@ -177,7 +190,7 @@ def _judged(nights, noise, provs, checks, budget, max_mdc):
         # Below MIN_CHANGE nothing fails without a site's own tolerance.
         one, sustained = (max(m, gating.MIN_CHANGE)
                           for m in gating.detection(fig, checks, budget, direction))
-        spread = f"its {fig.runs} runs spread by {100 * base.spread:.1f} % (log SD)"
+        spread = _spread_said(fig, base.spread)
         if sustained >= MAX_ENFORCED[direction]:
             out[key] = {"no_reference": f"cannot gate: {spread}, so under the site's "
                                         f"false_alarm_budget only a change of "
@@ -191,7 +204,7 @@ def _judged(nights, noise, provs, checks, budget, max_mdc):
                     mdc_one_night=_round(one))
         if sustained > max_mdc:
             prov["weak"] = (f"catches a change {sustained:.0%} worse by its {PERSIST_NIGHTS}rd night "
-                            f"({one:.0%} on one night), above the site's reference_max_mdc "
+                            f"({one:.0%} on one night; {_POWER_SAID}), above the site's reference_max_mdc "
                             f"of {max_mdc:.0%}: {spread}; every healthy night adds to what "
                             f"its spread rests on, so the MDC falls as nights pass")
         # The file's bound is ReFrame's (the gate enforces tonight's own):
@@ -202,6 +215,9 @@ def _judged(nights, noise, provs, checks, budget, max_mdc):
                     "provenance": prov, "constant": base.spread == 0}
     return out
 
+
+_POWER_SAID = f"{round(POWER * 5)} times in 5" if round(POWER * 5) == POWER * 5 \
+    else f"{POWER:.0%} of occasions"
 
 #: The widest loss a captured reference may need to catch (a tenfold change
 #: either way).  Past it a reference gates nothing; the figure is left out
