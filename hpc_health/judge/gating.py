@@ -256,7 +256,7 @@ def judge_night(value: float, reference: float, direction: str, prov: Mapping[st
     if res.failed and from_log(max(dev, 0.0), direction) > floor:
         night.verdict = "DEGRADED"
         if res.failed != "one night":
-            night.tag = f"{res.nights_beyond} nights, {_pct(signed)}"
+            night.tag = f"{res.nights_beyond} nights, {signed_pct(signed)}"
     elif -dev / scale > res.one_night:
         night.verdict = "IMPROVED"
     night.reason = _why(night, res, low, direction, tolerance, one)
@@ -267,9 +267,9 @@ def _why(night: Night, res: gate.GateResult, low: float, direction: str,
          tolerance: float | None, one: float) -> str:
     """The reason of a night's verdict, its changes signed as read."""
     def read(frac: float) -> str:     # a fraction worse, signed as the figure moves
-        return _pct(-frac if direction == HIGHER else frac)
+        return signed_pct(-frac if direction == HIGHER else frac)
 
-    said = _pct(night.deviation)
+    said = signed_pct(night.deviation)
     tight = ("" if tolerance is None or tolerance >= one else
              f"; the site's tolerance {read(tolerance)} is tighter than its noise allows "
              f"on one night ({read(one)})")
@@ -299,6 +299,6 @@ def _feeding(past: Sequence[Any]) -> list[Any]:
     return out[::-1]
 
 
-def _pct(frac: float) -> str:
+def signed_pct(frac: float) -> str:
     """A signed change as a person reads it: a bandwidth 10 % lower is −10 %."""
     return f"{100 * frac:+.1f} %" if abs(frac) < 1 else f"{100 * frac:+.0f} %"

@@ -54,6 +54,9 @@ class Verdict:
     tag: str = ""
     #: what the figure's spread rests on: "3.1 % 5+12 df 16+8"
     noise: str = ""
+    #: DEGRADED by the gate's one-night rule: a retest confirms it or not
+    #: (:mod:`hpc_health.judge.confirm`)
+    one_night: bool = False
 
 
 def stats_reference(m: Measurement, provenance: dict[str, Any] | None = None) -> stats.Reference:
@@ -221,7 +224,8 @@ def _gated(m, xfail, prov, past_nights, checks, budget, tolerances, max_mdc):
         reason = f"{reason}; weak reference: {prov['weak']}"
     noise = f"{100 * night.noise.spread:.1f}% {night.noise.rests_on()}"
     return Verdict(m, verdict, deviation=night.deviation, reason=reason, mdc=night.mdc,
-                   p_value=night.p_value, method="gate", tag=tag, noise=noise)
+                   p_value=night.p_value, method="gate", tag=tag, noise=noise,
+                   one_night=verdict == DEGRADED and not night.tag)
 
 
 def _rounds_note(m, prov):

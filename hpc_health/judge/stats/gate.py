@@ -107,11 +107,12 @@ def _w_weights(df: float) -> np.ndarray:
 
 
 def _prob(c: float, df: float, runs: int, k: int, shift: float = 0.0,
-          c_low: float | None = None) -> float:
+          c_low: float | None = None, confirmed: bool = False) -> float:
     """P over (reference error u, spread error w) of the nights' statistics:
     without ``c_low``, P(all k beyond c); with it, P(caught within k nights)
     = 1 − P(none beyond c and not all beyond c_low).  ``shift``: the true
-    loss in σ."""
+    loss in σ.  ``confirmed``: a night beyond c is caught only when its
+    retest, another draw of the night's noise, is beyond c too."""
     q = math.sqrt(1.0 + 1.0 / max(runs, 1))
     nodes, hw = _HERMITE
     u = nodes / math.sqrt(max(runs, 1))
@@ -125,9 +126,10 @@ def _prob(c: float, df: float, runs: int, k: int, shift: float = 0.0,
         return special.ndtr(-(cut * base + u[None, :] - shift))
 
     if c_low is None:
-        inner = beyond(c) ** k
+        inner = beyond(c) ** (2 * k if confirmed else k)
     else:
         p1, pl = beyond(c), beyond(c_low)
+        p1 = p1 * p1 if confirmed else p1
         inner = 1.0 - ((1.0 - p1) ** k - np.clip(pl - p1, 0.0, 1.0) ** k)
     return float(ww @ inner @ hw)
 
@@ -177,23 +179,27 @@ class Detection:
 
 
 def detectable(spread: float, df: float, runs: int, lv: Levels,
-               k: int = PERSIST_NIGHTS, power: float = POWER) -> Detection:
+               k: int = PERSIST_NIGHTS, power: float = POWER,
+               confirmed: bool = True) -> Detection:
     """The minimum detectable changes of a figure of night spread ``spread``
     (log SD) under its levels: the smallest sustained loss caught on the
-    first night, and by night ``k``, on ``power`` of occasions."""
+    first night, and by night ``k``, on ``power`` of occasions; ``confirmed``:
+    a one-night failure counts only with its retest beyond the bound too
+    (:mod:`hpc_health.judge.confirm`)."""
     one, both = _shifts(float(f"{lv.one_night:.4g}"), float(f"{lv.persist:.4g}"),
-                        _round_df(df), int(runs), int(k), power)
+                        _round_df(df), int(runs), int(k), power, confirmed)
     return Detection(one * spread, both * spread)
 
 
 @lru_cache(maxsize=4096)
 def _shifts(one_night: float, persist: float, df: float, runs: int, k: int,
-            power: float) -> tuple[float, float]:
+            power: float, confirmed: bool) -> tuple[float, float]:
     """The detectable losses in night spreads: they scale with the spread."""
     c1 = threshold(one_night, df, runs, 1)
     ck = threshold(persist, df, runs, k)
-    one = _solve_shift(lambda d: _prob(c1, df, runs, 1, shift=d), power)
-    both = _solve_shift(lambda d: _prob(c1, df, runs, k, shift=d, c_low=min(ck, c1)), power)
+    one = _solve_shift(lambda d: _prob(c1, df, runs, 1, shift=d, confirmed=confirmed), power)
+    both = _solve_shift(lambda d: _prob(c1, df, runs, k, shift=d, c_low=min(ck, c1),
+                                        confirmed=confirmed), power)
     return one, both
 
 

@@ -1,0 +1,62 @@
+"""A figure that failed on one night alone, measured again before the night
+is closed: the retest.
+
+The noise of shared machines comes in episodes of seconds to minutes (a
+8 B latency at 2.6x for five runs in a row, then back; docs/verdicts.md).
+A loss that is the machine's stays for the retest a few minutes later; an
+episode mostly does not.  So a figure the one-night rule failed fails only
+when its retest is also worse than the gate allows (one night beyond its
+bound, or the third night in a row beyond the lower one); otherwise it is
+``PASS`` with both measurements in its reason.  A failure by the
+persistence rule is a loss that stayed already and is not measured again.
+
+A retest only ever removes failures, so it can only lower the false-alarm
+rate the budget promises; the MDC is computed as if every one-night failure
+had to be confirmed by an independent retest (:func:`gate.detectable`), the
+side that never overstates what the gate catches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from hpc_health.judge import nights
+from hpc_health.judge.gating import signed_pct
+
+if TYPE_CHECKING:
+    from hpc_health.judge.verdicts import Verdict
+
+#: The tag of a one-night failure its retest did not confirm.
+NOT_CONFIRMED = "not confirmed"
+
+
+def wanted(verdict_list: Sequence[Verdict]) -> list[Verdict]:
+    """The verdicts a retest is for: failed by the one-night rule of the gate."""
+    return [v for v in verdict_list if v.one_night]
+
+
+def combine(first: Sequence[Verdict], retest: Sequence[Verdict]) -> list[Verdict]:
+    """*first* with each one-night failure confirmed or withdrawn by its
+    figure's verdict in *retest* (the same figures measured again)."""
+    again = {nights.figure_key(v.measurement): v for v in retest}
+    out = []
+    for v in first:
+        if not v.one_night:
+            out.append(v)
+            continue
+        r = again.get(nights.figure_key(v.measurement))
+        if r is None or r.deviation is None or r.verdict not in ("PASS", "DEGRADED", "IMPROVED"):
+            why = "not run" if r is None else (r.reason.split(";")[0] or r.verdict)
+            out.append(dataclasses.replace(
+                v, reason=f"{v.reason}; its retest measured nothing ({why}): the failure stands"))
+        elif r.verdict == "DEGRADED":
+            out.append(dataclasses.replace(
+                v, reason=f"{v.reason}; confirmed by its retest ({signed_pct(r.deviation)})"))
+        else:
+            out.append(dataclasses.replace(
+                v, verdict="PASS", one_night=False, tag=NOT_CONFIRMED,
+                reason=(f"{v.reason}, but {signed_pct(r.deviation)} on its retest minutes later: "
+                        f"an episode of the noise, not a loss that stayed")))
+    return out
