@@ -135,7 +135,7 @@ def test_the_checks_never_import_the_command_layer():
 LAYERS = (
     ("hpc_health.errors", "hpc_health.paths", "hpc_health.processes", "hpc_health.units",
      "hpc_health"),
-    ("hpc_health.parsers",),
+    ("hpc_health.parsers", "hpc_health.stats"),
     ("hpc_health.site", "hpc_health.jobside", "hpc_health.spack"),
     ("hpc_health.judge",),
     ("hpc_health.store",),

@@ -26,8 +26,8 @@ from hpc_health.checklib.shell import quote
 from hpc_health.jobside import nodeload
 from hpc_health.judge.figures import HIGHER, validate_all
 from hpc_health.judge.results import SAMPLES_FILE
-from hpc_health.judge.stats import location
 from hpc_health.site import hardware
+from hpc_health.stats import location
 from hpc_health.store import references
 
 _BEFORE, _AFTER = 'node-before.json', 'node-after.json'

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hpc_health import stats
 from hpc_health.errors import ConfigError
-from hpc_health.judge import stats
 
 if TYPE_CHECKING:
     from hpc_health.store.index import Index, Run

@@ -4,7 +4,7 @@ Tonight's verdict compares one night with the reference; a step of a few
 per cent stays inside the bounds every night.  After judging the night, the
 run asks of every figure it measured whether the recent nights in the store
 have stayed worse since some run R: the test of ``hpc-health history``
-(:func:`hpc_health.judge.stats.stepscan.scan`, via :mod:`hpc_health.judge.trends`),
+(:func:`hpc_health.stats.stepscan.scan`, via :mod:`hpc_health.judge.trends`),
 so the two never disagree.
 """
 
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 from hpc_health.judge import broad
 from hpc_health.judge import trends as trend_mod
 from hpc_health.judge.figures import as_read
-from hpc_health.judge.stats.constants import MEDIAN_EFFICIENCY
-from hpc_health.judge.stats.gate import FALSE_ALARM_BUDGET
+from hpc_health.stats.constants import MEDIAN_EFFICIENCY
+from hpc_health.stats.gate import FALSE_ALARM_BUDGET
 
 if TYPE_CHECKING:
     from hpc_health.store.index import Index, Run

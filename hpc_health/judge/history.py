@@ -7,9 +7,10 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from hpc_health.judge import stats, verdicts
-from hpc_health.judge.stats import stepscan
+from hpc_health import stats
+from hpc_health.judge import verdicts
 from hpc_health.site import hardware
+from hpc_health.stats import stepscan
 
 if TYPE_CHECKING:
     from hpc_health.store.index import Index, Run
@@ -91,7 +92,7 @@ def reference_start(refs: ReferenceSet | None, points: Sequence[dict[str, Any]])
 def drift(points: Sequence[dict[str, Any]],
           refs: ReferenceSet | None = None) -> dict[str, Any] | None:
     """The sustained step to worse in one check's series, or None: the
-    nightly test (:func:`hpc_health.judge.stats.stepscan.scan`) over the points
+    nightly test (:func:`hpc_health.stats.stepscan.scan`) over the points
     since their reference's baseline (:func:`reference_start`).  ``index`` in
     the answer is into *points*."""
     if not points:

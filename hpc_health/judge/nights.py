@@ -10,7 +10,7 @@ once a later night came back: a healthy machine whose figure comes in
 episodes (a latency at 2.6x for five runs, IOR between two levels 17 %
 apart) must teach the gate its episodes, and only the nights it failed on
 can; a loss that has not ended feeds nothing (each night's weight is
-bounded too, :func:`hpc_health.judge.stats.gate.learned_spread`).  A busy
+bounded too, :func:`hpc_health.stats.gate.learned_spread`).  A busy
 night's figure counts for neither (the load it measured is not the
 machine's), and breaks a run of nights beyond the threshold.
 """
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hpc_health.judge.stats.gate import LEARN_WINDOW, PERSIST_NIGHTS
+from hpc_health.stats.gate import LEARN_WINDOW, PERSIST_NIGHTS
 
 if TYPE_CHECKING:
     from hpc_health.judge.results import Measurement

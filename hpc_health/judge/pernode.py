@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hpc_health.judge import stats
+from hpc_health import stats
 
 if TYPE_CHECKING:
     from hpc_health.judge.results import Measurement

@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hpc_health import stats
 from hpc_health.judge import history as hist
-from hpc_health.judge import stats
-from hpc_health.judge.stats import changepoint
+from hpc_health.stats import changepoint
 
 if TYPE_CHECKING:
     from hpc_health.store.index import Index, Run

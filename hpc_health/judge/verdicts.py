@@ -12,7 +12,7 @@ run, see :mod:`hpc_health.judge.pernode`), ``XFAIL`` (worse, as the reference's
 
 Only DEGRADED, FAIL and OUTLIER are failures: they make ``hpc-health run``
 exit 1.
-The statistics are in :mod:`hpc_health.judge.stats`; this module maps a run's
+The statistics are in :mod:`hpc_health.stats`; this module maps a run's
 measurements onto them, all variables of a run judged together so that false
 alarms are controlled over the run, not per variable.
 """
@@ -23,10 +23,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hpc_health.judge import gating, nights, stats
+from hpc_health import stats
+from hpc_health.judge import gating, nights
 from hpc_health.judge.figures import DIRECTIONS
-from hpc_health.judge.stats import DEGRADED, IMPROVED, NO_REFERENCE, PASS, gate  # noqa: F401
 from hpc_health.site import hardware
+from hpc_health.stats import DEGRADED, IMPROVED, NO_REFERENCE, PASS, gate  # noqa: F401
 
 if TYPE_CHECKING:
     from hpc_health.judge.results import Measurement
@@ -148,7 +149,7 @@ def judge_all(measurements: Sequence[Measurement], refs: ReferenceSet | None = N
     judged by the gate (:mod:`hpc_health.judge.gating`) with the figure's
     *past* nights (:func:`hpc_health.judge.nights.past`) and the site's
     *settings* (``false_alarm_budget``, ``tolerance``); older references by
-    the per-run test of :func:`hpc_health.judge.stats.decide_many`.
+    the per-run test of :func:`hpc_health.stats.decide_many`.
     """
     settings = settings or {}
     budget = float(settings.get("false_alarm_budget") or gate.FALSE_ALARM_BUDGET)

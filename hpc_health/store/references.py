@@ -27,7 +27,7 @@ keys named after tests)::
           stack: 3f2a...            # software-stack hash of the runs
           estimator: huber-1.5      # how samples were summarised (stats.location)
 
-(the noise fields are those of :class:`hpc_health.judge.stats.Reference`)
+(the noise fields are those of :class:`hpc_health.stats.Reference`)
 
 A malformed file is reported with its file, key path and line.
 """
