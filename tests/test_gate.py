@@ -156,7 +156,8 @@ def _captured_and_tonight(tmp_path, tolerance=None):
     reference file; the sixth run judged by judge_all."""
     from store_fixtures import case
 
-    from hpc_health.judge import results, verdicts
+    from hpc_health.judge import verdicts
+    from hpc_health.model import results
     from hpc_health.store import capture, references
     triad, lat = series("stream_triad_1t"), series("osu_latency_4KiB")
     found = {}

@@ -22,7 +22,7 @@ from hpc_health.stats import gate, prior
 from hpc_health.stats.constants import HIGHER, LOWER, MIN_SPREAD, from_log
 
 if TYPE_CHECKING:
-    from hpc_health.store.references import ReferenceSet
+    from hpc_health.model.references import ReferenceSet
 
 #: The smallest change a figure fails on when the site declares no
 #: tolerance of its own: below 3 % are print resolution, timer granularity

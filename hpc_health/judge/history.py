@@ -13,8 +13,8 @@ from hpc_health.site import hardware
 from hpc_health.stats import stepscan
 
 if TYPE_CHECKING:
-    from hpc_health.store.index import Index, Run
-    from hpc_health.store.references import ReferenceSet
+    from hpc_health.model.references import ReferenceSet
+    from hpc_health.model.runs import FigureIndex, Run
 
 
 def _matches(m, check, var, partition):
@@ -25,9 +25,9 @@ def _matches(m, check, var, partition):
     return check in (m.test, m.check) or m.check.startswith(check + " ")
 
 
-def series(idx: Index, runs: Sequence[Run], check: str, var: str,
+def series(idx: FigureIndex, runs: Sequence[Run], check: str, var: str,
            partition: str | None = None) -> list[dict[str, Any]]:
-    """The points of one figure over *runs* (:class:`hpc_health.store.index.Run`,
+    """The points of one figure over *runs* (:class:`hpc_health.model.runs.Run`,
     oldest first), read from the store's index *idx*."""
     return [point(m) for m in idx.figures(runs, variable=var, check=check)
             if _matches(m, check, var, partition)]

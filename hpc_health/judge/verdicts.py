@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from hpc_health import stats
 from hpc_health.judge import gating, nights
-from hpc_health.judge.figures import DIRECTIONS
+from hpc_health.model.figures import DIRECTIONS
 from hpc_health.site import hardware
 from hpc_health.stats import DEGRADED, IMPROVED, NO_REFERENCE, PASS, gate  # noqa: F401
 
 if TYPE_CHECKING:
-    from hpc_health.judge.results import Measurement
-    from hpc_health.store.references import ReferenceSet
+    from hpc_health.model.references import ReferenceSet
+    from hpc_health.model.results import Measurement
 
 FAIL, SKIPPED, OUTLIER, XFAIL = "FAIL", "SKIPPED", "OUTLIER", "XFAIL"
 FAILING = {DEGRADED, FAIL, OUTLIER}
@@ -137,7 +137,7 @@ def judge_all(measurements: Sequence[Measurement], refs: ReferenceSet | None = N
               settings: Mapping[str, Any] | None = None) -> list[Verdict]:
     """Verdicts for all measurements of one run.
 
-    *refs* (a :class:`hpc_health.references.ReferenceSet`) supplies both
+    *refs* (a :class:`hpc_health.model.references.ReferenceSet`) supplies both
     bounds and the noise recorded with each reference; *run_hardware*
     ({partition: hardware}) what this run ran on, so that no figure is
     judged against a reference measured on other hardware.  A figure that

@@ -16,8 +16,9 @@ from typing import Any
 
 from hpc_health import paths, processes
 from hpc_health.errors import ConfigError
-from hpc_health.judge import drift, results, verdicts
+from hpc_health.judge import drift, verdicts
 from hpc_health.judge.drift import DRIFT_NIGHTS
+from hpc_health.model import results
 from hpc_health.paths import os_hint
 from hpc_health.render import table
 from hpc_health.run import nodecare

@@ -24,13 +24,14 @@ import yaml
 
 from hpc_health import stats
 from hpc_health.errors import ConfigError
-from hpc_health.judge import gating, results
+from hpc_health.judge import gating
+from hpc_health.model import results
 from hpc_health.site import hardware
 from hpc_health.stats.gate import FALSE_ALARM_BUDGET, PERSIST_NIGHTS
 from hpc_health.store import references
 
 if TYPE_CHECKING:
-    from hpc_health.store.references import ReferenceSet
+    from hpc_health.model.references import ReferenceSet
 
 
 def _round(x, digits=4):
