@@ -80,7 +80,7 @@ def latest_run(site=SITE):
 
 def _samples_of(tc):
     """(path, samples) of a testcase's samples file, as
-    hpc_health.judge.results.case_samples looks for it."""
+    hpc_health.model.results.case_samples looks for it."""
     for where in (tc.get("outputdir"), tc.get("stagedir")):
         if where:
             path = Path(where) / SAMPLES_FILE

@@ -1,4 +1,12 @@
-"""Small helpers for sizes and units shared by checks, parsers and reports."""
+"""Small helpers for sizes and units shared by checks, parsers and reports,
+and which way a figure is better."""
+
+#: Which way a figure is better, as its check declares it: the words the run
+#: report and the store keep (a figure's ``better``).  The figure
+#: declarations and the statistics both read them from here.
+HIGHER = "higher"   # bandwidth, rate: higher is better
+LOWER = "lower"     # latency, time: lower is better
+DIRECTIONS = (HIGHER, LOWER)
 
 _BINARY = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")]
 

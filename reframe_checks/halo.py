@@ -14,7 +14,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_before, sanity_function, variable
 
 from hpc_health.checklib.kernels import KernelRun
-from hpc_health.judge.figures import LOWER, MESSAGE_SIZES, Figure
+from hpc_health.model.figures import LOWER, MESSAGE_SIZES, Figure
 from hpc_health.parsers.kernels import parse_halo
 
 

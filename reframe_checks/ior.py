@@ -35,7 +35,7 @@ from hpc_health.checklib.ior import (
     mdtest_options,
 )
 from hpc_health.checklib.launches import RepeatedLaunches
-from hpc_health.judge.figures import HIGHER, Figure
+from hpc_health.model.figures import HIGHER, Figure
 from hpc_health.parsers import ParseError
 from hpc_health.parsers.mdtest import parse_mdtest
 

@@ -27,7 +27,7 @@ from hpc_health.checklib.iohints import (
 )
 from hpc_health.checklib.ior import IO_DIR_VAR, IoBase, check_ior_summary, ior_options
 from hpc_health.checklib.launches import job_output
-from hpc_health.judge.figures import HIGHER, LOWER, Figure
+from hpc_health.model.figures import HIGHER, LOWER, Figure
 from hpc_health.parsers import ParseError
 from hpc_health.parsers.darshan import bytes_moved
 from hpc_health.parsers.ior import ior_hints

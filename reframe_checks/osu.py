@@ -15,7 +15,7 @@ from reframe.core.exceptions import SanityError
 
 from hpc_health.checklib.check import num_nodes, ranks_per_node
 from hpc_health.checklib.osu import OsuBase, sized
-from hpc_health.judge.figures import HIGHER, LOWER, Figure
+from hpc_health.model.figures import HIGHER, LOWER, Figure
 
 
 @rfm.simple_test

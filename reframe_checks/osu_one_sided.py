@@ -9,7 +9,7 @@ import reframe as rfm
 from reframe.core.builtins import parameter
 
 from hpc_health.checklib.osu import OsuBase, sized
-from hpc_health.judge.figures import LOWER
+from hpc_health.model.figures import LOWER
 
 
 @rfm.simple_test

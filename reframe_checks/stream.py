@@ -12,7 +12,7 @@ import reframe as rfm
 from reframe.core.builtins import run_after
 
 from hpc_health.checklib.stream import StreamBase, thread_series
-from hpc_health.judge.figures import HIGHER, THREAD_COUNTS, Figure
+from hpc_health.model.figures import HIGHER, THREAD_COUNTS, Figure
 from hpc_health.parsers.stream import KERNELS
 
 

@@ -20,7 +20,8 @@ from hpc_health.checklib import osu as osu_lib
 from hpc_health.checklib import stream as stream_lib
 from hpc_health.checklib.check import Insane
 from hpc_health.errors import ConfigError
-from hpc_health.judge import results, verdicts
+from hpc_health.judge import verdicts
+from hpc_health.model import results
 from hpc_health.parsers.darshan import parse_darshan
 from hpc_health.parsers.ior import parse_ior
 from hpc_health.parsers.mdtest import parse_mdtest
@@ -589,7 +590,7 @@ def test_a_spack_failure_says_its_first_error_on_the_line_the_table_shows():
     assert first.startswith("spack install --fail-fast failed (exit 1): ==> Error: FetchError: "
                             "All fetchers failed for spack-stage-compiler-wrapper")
     # The verdict's reason is that first line.
-    from hpc_health.judge.results import Measurement
+    from hpc_health.model.results import Measurement
     m = Measurement(test="OsuBuild", check="OsuBuild", system="s", partition="p", environ="e",
                     variable=None, result="fail", fail_phase="sanity",
                     fail_reason=f"hpc-health: {excerpt}")

@@ -9,7 +9,7 @@ import yaml
 from sandbox import add_site, hpc_health, make_root
 from store_fixtures import case, series, write_run
 
-from hpc_health.judge import stats
+from hpc_health import stats
 from hpc_health.store import references
 
 TRIAD = series("stream_triad_1t")          # MB/s, higher is better

@@ -11,8 +11,9 @@ import pytest
 from sandbox import add_site, hpc_health, make_root
 from store_fixtures import case, series, write_run
 
+from hpc_health import stats
 from hpc_health.errors import ConfigError
-from hpc_health.judge import comparison, stats
+from hpc_health.judge import comparison
 from hpc_health.store import index, runsets
 
 LAT = series("osu_latency_4KiB")           # us, lower is better

@@ -9,8 +9,8 @@ import numpy as np
 from store_fixtures import case, series, write_run
 
 from hpc_health.judge import drift
-from hpc_health.judge.stats import stepscan
 from hpc_health.run.console import drift_lines, next_step
+from hpc_health.stats import stepscan
 from hpc_health.store import index
 
 TRIAD = series("stream_triad_1t")          # MB/s, higher is better

@@ -377,7 +377,7 @@ def _store(monkeypatch, path):
 
 def test_samples_in_stage_dirs_and_moved_stores_are_carried_those_outside_are_not(
         tmp_path, monkeypatch):
-    from hpc_health.judge import results
+    from hpc_health.model import results
     from hpc_health.store import importer, portable, rundirs
     src = _store(monkeypatch, tmp_path / "src")
     rid = "20261101T020000Z"

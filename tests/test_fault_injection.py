@@ -14,7 +14,7 @@ import pytest
 from bench.fault_injection import analysis, measure, results_file, run, system, workloads
 from bench.fault_injection.faults import FAULTS, Fault
 from bench.fault_injection.workloads import Metric, Workload
-from hpc_health.judge import stats
+from hpc_health import stats
 
 BENCH = run.HERE
 

@@ -483,7 +483,7 @@ def test_a_reference_in_another_unit_of_the_same_quantity_is_converted(root):
     """GB/s against a figure in MB/s: accepted and compared in MB/s (it was
     compared as the raw number: IMPROVED +48 965 %)."""
     from hpc_health.judge import verdicts
-    from hpc_health.judge.results import Measurement
+    from hpc_health.model.results import Measurement
     from hpc_health.store import references
     path = root / "reference" / "local.yaml"
     path.write_text(yaml.safe_dump({"StreamBandwidth": {"local:default": {

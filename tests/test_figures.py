@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from hpc_health.judge import figures, verdicts
-from hpc_health.judge.figures import HIGHER, LOWER, MESSAGE_SIZES, Axis, DeclarationError, Figure
-from hpc_health.judge.results import Measurement
+from hpc_health.judge import verdicts
+from hpc_health.model import figures
+from hpc_health.model.figures import HIGHER, LOWER, MESSAGE_SIZES, Axis, DeclarationError, Figure
+from hpc_health.model.results import Measurement
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -57,7 +58,7 @@ def test_a_figure_declared_twice_is_refused():
 BAD_CHECK = '''
 import reframe as rfm
 from hpc_health.checklib.check import HealthCheck
-from hpc_health.judge.figures import Figure
+from hpc_health.model.figures import Figure
 
 
 @rfm.simple_test

@@ -174,7 +174,7 @@ def test_site_selection_env_then_hostnames_then_local(monkeypatch):
 
 def test_an_xfail_reference_is_a_known_issue_not_a_failure(tmp_path):
     from hpc_health.judge import verdicts
-    from hpc_health.judge.results import Measurement
+    from hpc_health.model.results import Measurement
     from hpc_health.store import references
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump({"T": {"s:p": {"lat": ["$xfail", "ticket 42: slow fabric",

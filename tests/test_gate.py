@@ -9,7 +9,7 @@ import pytest
 from store_fixtures import series
 
 from hpc_health.judge import gating, nights
-from hpc_health.judge.stats import gate, prior
+from hpc_health.stats import gate, prior
 
 
 @pytest.mark.parametrize("df", [4.0, 12.0, math.inf])
@@ -124,7 +124,7 @@ def test_same_is_reachable_over_a_full_suites_family_with_enough_runs():
     """Fifteen recorded runs of 4 KiB latency against the next fifteen: at
     Holm's strictest level over 30 figures the interval lies within the
     +-10 % a SAME needs (a fixed 5 % floor made it at least +-11 %)."""
-    from hpc_health.judge import stats
+    from hpc_health import stats
     v = series("osu_latency_4KiB")
     c = stats.compare_runs([[x] for x in v[:15]], [[x] for x in v[15:]], "lower")
     low, high = stats.change_interval(c.log_change, c.se, c.df, stats.COMPARE_ALPHA / 30)
@@ -156,7 +156,8 @@ def _captured_and_tonight(tmp_path, tolerance=None):
     reference file; the sixth run judged by judge_all."""
     from store_fixtures import case
 
-    from hpc_health.judge import results, verdicts
+    from hpc_health.judge import verdicts
+    from hpc_health.model import results
     from hpc_health.store import capture, references
     triad, lat = series("stream_triad_1t"), series("osu_latency_4KiB")
     found = {}
@@ -195,7 +196,7 @@ def test_a_sites_tolerance_reaches_the_verdict(tmp_path):
 def test_a_figure_that_is_zero_on_some_runs_is_left_out_with_its_reason():
     """IOR's close time printed as 0.0000 on some nights: no reference (it
     crashed the capture with an overflow before)."""
-    from hpc_health.judge import stats
+    from hpc_health import stats
     with pytest.raises(stats.NoReference, match="on 2 of 5 runs"):
         stats.night_logs([[0.0, 0.0], [0.0102, 0.0103], [0.0], [0.0101], [0.0102]], "s")
 

@@ -7,7 +7,7 @@ import yaml
 from sandbox import hpc_health, make_root
 from store_fixtures import case, series, write_run
 
-from hpc_health.judge import stats
+from hpc_health import stats
 
 # The recorded series' first 15 nights: one episode, quiet within itself.
 QUIET = series("stream_triad_1t")[:15]

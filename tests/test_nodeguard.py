@@ -5,9 +5,10 @@ import json
 
 from store_fixtures import case, series
 
-from hpc_health.judge import nodeguard, results, verdicts
+from hpc_health.judge import nodeguard, verdicts
 from hpc_health.judge.nodeguard import DRAIN, KEEP, RESUME, Finding, NodeState
-from hpc_health.judge.results import Measurement
+from hpc_health.model import results
+from hpc_health.model.results import Measurement
 from hpc_health.run import slurm
 
 TRIAD = series("stream_triad_1t")

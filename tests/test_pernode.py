@@ -3,7 +3,7 @@
 from store_fixtures import series
 
 from hpc_health.judge import pernode
-from hpc_health.judge.results import Measurement
+from hpc_health.model.results import Measurement
 
 TRIAD = series("stream_triad_1t")
 LAT = series("osu_latency_4KiB")

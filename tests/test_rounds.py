@@ -6,7 +6,9 @@ import json
 import pytest
 from store_fixtures import case
 
-from hpc_health.judge import results, stats, verdicts
+from hpc_health import stats
+from hpc_health.judge import verdicts
+from hpc_health.model import results
 from hpc_health.run import command
 from hpc_health.site import sites
 from hpc_health.store import capture

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import yaml
 
-from hpc_health.judge import stats as st
-from hpc_health.judge.stats import DEGRADED, HIGHER, IMPROVED, LOWER, NO_REFERENCE, PASS, Reference
-from hpc_health.judge.stats import changepoint as cp
+from hpc_health import stats as st
+from hpc_health.stats import DEGRADED, HIGHER, IMPROVED, LOWER, NO_REFERENCE, PASS, Reference
+from hpc_health.stats import changepoint as cp
 
 NOISE = Path(__file__).parent / "data" / "noise"
 

@@ -1,4 +1,4 @@
-"""The nightly drift test (hpc_health.judge.stats.stepscan) on the recorded noise
+"""The nightly drift test (hpc_health.stats.stepscan) on the recorded noise
 series and on seeded series far from its limits: silent on every night of
 every recording, a step found and dated, a dip that recovered and an
 improvement not reported.  What it finds at 5 and 10 % and its false-alarm
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from store_fixtures import BETTER, RECORDINGS, recording
 
-from hpc_health.judge.stats import HIGHER, LOWER, stepscan
+from hpc_health.stats import HIGHER, LOWER, stepscan
 
 
 def _recording(name):

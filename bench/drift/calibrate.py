@@ -10,7 +10,7 @@ recordings (5 runs of 8 B latency at 2.6x, halves of a series 12-15 % apart)
 survive into the simulated nights.  One simulated series draws from one
 recording.  For comparison the same is measured on independent lognormal
 nights (the model of issue 27's synthetic year).  Each simulated night runs
-the product's test, :func:`hpc_health.judge.stats.stepscan.scan`, on the last 60
+the product's test, :func:`hpc_health.stats.stepscan.scan`, on the last 60
 nights, as ``hpc-health run`` does.
 
 - **false alarms**: healthy series of 365 nights per recording, scanned every
@@ -47,8 +47,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from hpc_health.judge.stats import stepscan  # noqa: E402
-from hpc_health.judge.stats.constants import MAD_TO_SIGMA  # noqa: E402
+from hpc_health.stats import stepscan  # noqa: E402
+from hpc_health.stats.constants import MAD_TO_SIGMA  # noqa: E402
 
 NOISE = ROOT / "tests" / "data" / "noise"
 WORSE_UP = {"us": True, "s": True}            # times: higher is worse

@@ -10,7 +10,7 @@ import json
 import math
 from statistics import median
 
-from hpc_health.judge import stats
+from hpc_health import stats
 
 from .workloads import Metric
 

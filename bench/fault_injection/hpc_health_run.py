@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpc_health import paths
-from hpc_health.judge import results, verdicts
+from hpc_health.judge import verdicts
+from hpc_health.model import results
 from hpc_health.store import references
 
 from . import quiet

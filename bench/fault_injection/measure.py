@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 
-from hpc_health.judge import stats
+from hpc_health import stats
 
 from . import analysis, quiet
 from .system import FaultError

@@ -26,7 +26,7 @@ import platform
 import sys
 from pathlib import Path
 
-from hpc_health.judge import stats
+from hpc_health import stats
 
 from . import analysis, hpc_health_run, results_file, system, tools
 from .faults import FAULTS
@@ -77,7 +77,7 @@ def parse_args(argv=None):
     p.add_argument("--calibration-steps", type=int, default=4)
     p.add_argument("--calibration-pairs", type=int, default=2,
                    help="clean and faulty nights per calibration try: the change is "
-                        "their pooled samples' locations (hpc_health.judge.stats.location; "
+                        "their pooled samples' locations (hpc_health.stats.location; "
                         "default %(default)s)")
     p.add_argument("--calibration-tolerance", type=float, default=0.02,
                    help="accept a strength whose change is within this log distance "
@@ -106,7 +106,7 @@ def parse_args(argv=None):
     p.add_argument("--rejudge", action="store_true",
                    help="with --table: judge the recorded nights again with the current "
                         "statistics (references from their baseline nights) before "
-                        "rendering; in-sample, for weighing a change to hpc_health/judge/stats/")
+                        "rendering; in-sample, for weighing a change to hpc_health/stats/")
     p.add_argument("--kernels-only", action="store_true",
                    help="ignore STREAM/OSU/IOR binaries; use our kernels and probes")
     p.add_argument("--scratch-parent", default=None, help="where the scratch directory goes")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import local_mpi
-from hpc_health.judge import stats
+from hpc_health import stats
 from hpc_health.parsers.ior import parse_ior
 from hpc_health.parsers.kernels import parse_barrier, parse_halo
 from hpc_health.parsers.osu import parse_osu, value_at

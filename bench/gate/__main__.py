@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from bench.gate import real_series, stores
-from hpc_health.judge.stats import gate
+from hpc_health.stats import gate
 
 #: The local site's gated checks on the default path (its ten checks with
 #: figures): the number a figure's share of the budget is divided by.

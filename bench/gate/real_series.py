@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from hpc_health.judge import gating, nights
-from hpc_health.judge.stats import gate
+from hpc_health.stats import gate
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDED = REPO / "tests" / "data" / "noise"

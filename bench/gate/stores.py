@@ -24,7 +24,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpc_health.judge import nights, results, verdicts
+from hpc_health.judge import nights, verdicts
+from hpc_health.model import results
 from hpc_health.store import capture, references
 
 BASELINE = 5

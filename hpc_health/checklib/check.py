@@ -1,7 +1,7 @@
 """The base of every hpc-health check: declared figures, site settings and
 references bound to hardware.
 
-A check declares its figures (:class:`hpc_health.judge.figures.Figure`) and says
+A check declares its figures (:class:`hpc_health.model.figures.Figure`) and says
 how to get its samples (a method returning one parsed output per sample);
 this base turns the declarations into ReFrame's ``perf_variables``, writes
 the per-sample figures hpc-health judges, records which way is better for
@@ -24,10 +24,10 @@ from reframe.core.builtins import run_after, run_before, variable, xfail
 from hpc_health.checklib import retest
 from hpc_health.checklib.shell import quote
 from hpc_health.jobside import nodeload
-from hpc_health.judge.figures import HIGHER, validate_all
-from hpc_health.judge.results import SAMPLES_FILE
-from hpc_health.judge.stats import location
+from hpc_health.model.figures import HIGHER, validate_all
+from hpc_health.model.results import SAMPLES_FILE
 from hpc_health.site import hardware
+from hpc_health.stats import location
 from hpc_health.store import references
 
 _BEFORE, _AFTER = 'node-before.json', 'node-after.json'

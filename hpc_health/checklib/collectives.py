@@ -25,7 +25,7 @@ from hpc_health.checklib.check import settings
 from hpc_health.checklib.launches import case_launch, case_sections, job_output
 from hpc_health.checklib.osu import OsuBase, check_osu_table
 from hpc_health.checklib.shell import quote
-from hpc_health.judge.figures import LOWER, MESSAGE_SIZES, Axis, Figure
+from hpc_health.model.figures import LOWER, MESSAGE_SIZES, Axis, Figure
 from hpc_health.parsers import ParseError, mpi_info
 from hpc_health.parsers import osu as osu_parser
 from hpc_health.units import size_label

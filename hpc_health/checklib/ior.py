@@ -17,7 +17,7 @@ from hpc_health.checklib import darshan
 from hpc_health.checklib.check import HealthCheck, Insane, num_nodes, ranks_per_node, settings
 from hpc_health.checklib.shell import shell_path
 from hpc_health.checklib.spack_build import SpackBuild, with_toolchain
-from hpc_health.judge.figures import HIGHER, LOWER, Figure
+from hpc_health.model.figures import HIGHER, LOWER, Figure
 from hpc_health.parsers import ParseError
 from hpc_health.parsers.ior import parse_ior
 

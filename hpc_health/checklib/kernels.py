@@ -97,7 +97,7 @@ class KernelRun(HealthCheck, RepeatedLaunches):
     """Base of the checks that run one of our kernels with ``--json``,
     launched ``samples`` times in the job: each launch is one sample of
     every figure, and a figure is the location
-    (:func:`hpc_health.judge.stats.location`) of its launches."""
+    (:func:`hpc_health.stats.location`) of its launches."""
 
     kernels = fixture(KernelsBuild, scope='environment')
     valid_systems = ['+mpi']

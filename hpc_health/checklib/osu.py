@@ -16,7 +16,7 @@ from hpc_health.checklib.check import HealthCheck, Insane, num_nodes, setting, s
 from hpc_health.checklib.launches import RepeatedLaunches, job_output
 from hpc_health.checklib.shell import shell_path
 from hpc_health.checklib.spack_build import SpackBuild, with_toolchain
-from hpc_health.judge.figures import MESSAGE_SIZES, Figure
+from hpc_health.model.figures import MESSAGE_SIZES, Figure
 from hpc_health.parsers import ParseError
 from hpc_health.parsers import osu as osu_parser
 

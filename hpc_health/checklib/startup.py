@@ -22,8 +22,8 @@ from reframe.core.exceptions import SanityError
 from hpc_health.checklib.check import num_nodes, ranks_per_node, settings
 from hpc_health.checklib.kernels import KernelRun
 from hpc_health.checklib.launches import case_launch, case_sections, job_output
-from hpc_health.judge.figures import LOWER, Axis, Figure
 from hpc_health.judge.scaling import LINEAR_SHARE_FINDING, fit_startup, scale_points
+from hpc_health.model.figures import LOWER, Axis, Figure
 from hpc_health.parsers import ParseError
 from hpc_health.parsers.kernels import parse_barrier
 

@@ -46,7 +46,8 @@ def compare(site, set_a, set_b, maps, normalise, margin, as_json):
     set with the verdicts' noise model: REGRESSED, IMPROVED, SAME or
     INCONCLUSIVE (with why).  Exit 1 when any figure REGRESSED.
     """
-    from hpc_health.judge import comparison, stats
+    from hpc_health import stats
+    from hpc_health.judge import comparison
     from hpc_health.site import sites
     from hpc_health.store import index, runsets
     with index.open_index() as idx:

@@ -6,7 +6,7 @@ import click
 
 from hpc_health.cli.common import say_note, site_option
 from hpc_health.errors import ConfigError
-from hpc_health.judge.figures import as_read
+from hpc_health.model.figures import as_read
 from hpc_health.render import escape
 
 

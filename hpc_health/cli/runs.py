@@ -101,7 +101,8 @@ def report(site, run_sets, html_file, markdown, junit_file):
             raise click.UsageError("--html does not combine with --markdown or --junit")
         sys.exit(_html(site, run_sets, html_file))
     run_set = run_sets[0] if run_sets else None
-    from hpc_health.judge import comparison, results, verdicts
+    from hpc_health.judge import comparison, verdicts
+    from hpc_health.model import results
     from hpc_health.render import summaries, table
     from hpc_health.run import preflight
     from hpc_health.site import sites

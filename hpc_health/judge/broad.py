@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hpc_health.judge.stats import gate
-from hpc_health.judge.stats.constants import HIGHER, LOWER
-from hpc_health.judge.stats.robust import special
+from hpc_health.stats import gate
+from hpc_health.stats.constants import HIGHER, LOWER
+from hpc_health.stats.robust import special
 
 if TYPE_CHECKING:
     from hpc_health.judge.trends import Trend

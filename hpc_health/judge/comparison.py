@@ -21,12 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hpc_health import stats
 from hpc_health.errors import ConfigError
-from hpc_health.judge import stats
 
 if TYPE_CHECKING:
-    from hpc_health.store.index import Index, Run
-    from hpc_health.store.runsets import RunSet
+    from hpc_health.model.runs import FigureIndex, Run, RunSet
 
 REGRESSED, IMPROVED, SAME, INCONCLUSIVE = "REGRESSED", "IMPROVED", "SAME", "INCONCLUSIVE"
 BROADLY_WORSE, BROADLY_BETTER = "BROADLY WORSE", "BROADLY BETTER"
@@ -66,7 +65,7 @@ class Row:
 
 @dataclass
 class Result:
-    a: object                   # runsets.RunSet
+    a: object                   # model.runs.RunSet
     b: object
     rows: list = field(default_factory=list)
     only_a: list = field(default_factory=list)     # [(check, variable, partition)]
@@ -90,7 +89,7 @@ class Result:
         return ", ".join(f"{n} {w}" for w, n in sorted(found.items()))
 
 
-def compare(idx: Index, set_a: RunSet, set_b: RunSet, mapping: dict[str, str] | None = None,
+def compare(idx: FigureIndex, set_a: RunSet, set_b: RunSet, mapping: dict[str, str] | None = None,
             margin: float = stats.COMPARE_MARGIN, alpha: float = stats.COMPARE_ALPHA,
             min_change: float = stats.BOUND_FLOOR, normalise: bool = False) -> Result:
     both = sorted({(r.site, r.run_id) for r in set_a.runs} & {(r.site, r.run_id) for r in set_b.runs})

@@ -4,7 +4,7 @@ Tonight's verdict compares one night with the reference; a step of a few
 per cent stays inside the bounds every night.  After judging the night, the
 run asks of every figure it measured whether the recent nights in the store
 have stayed worse since some run R: the test of ``hpc-health history``
-(:func:`hpc_health.judge.stats.stepscan.scan`, via :mod:`hpc_health.judge.trends`),
+(:func:`hpc_health.stats.stepscan.scan`, via :mod:`hpc_health.judge.trends`),
 so the two never disagree.
 """
 
@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING
 
 from hpc_health.judge import broad
 from hpc_health.judge import trends as trend_mod
-from hpc_health.judge.figures import as_read
-from hpc_health.judge.stats.constants import MEDIAN_EFFICIENCY
-from hpc_health.judge.stats.gate import FALSE_ALARM_BUDGET
+from hpc_health.model.figures import as_read
+from hpc_health.stats.constants import MEDIAN_EFFICIENCY
+from hpc_health.stats.gate import FALSE_ALARM_BUDGET
 
 if TYPE_CHECKING:
-    from hpc_health.store.index import Index, Run
-    from hpc_health.store.references import ReferenceSet
+    from hpc_health.model.references import ReferenceSet
+    from hpc_health.model.runs import FigureIndex, Run
 
 #: Nights the drift test reads: two months of nightly runs.  A step older
 #: than that has been the machine's level for two months (re-baseline or
@@ -47,14 +47,14 @@ class Drift:
     stack_changed_at: str | None
 
 
-def drifting(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None,
+def drifting(idx: FigureIndex, runs: Sequence[Run], refs: ReferenceSet | None,
              tonight: str) -> list[Drift]:
     """Figures of run *tonight* that have stayed worse over the last
     :data:`DRIFT_NIGHTS` of *runs* (oldest first, tonight's included)."""
     return across_nights(idx, runs, refs, tonight)[0]
 
 
-def across_nights(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None,
+def across_nights(idx: FigureIndex, runs: Sequence[Run], refs: ReferenceSet | None,
                   tonight: str, budget: float = FALSE_ALARM_BUDGET
                   ) -> tuple[list[Drift], broad.BroadNight | None]:
     """What the last :data:`DRIFT_NIGHTS` of *runs* say about run *tonight*:

@@ -1,8 +1,8 @@
 """The gate applied to a site's figures: what each figure's spread rests on,
 its share of the site's false-alarm budget, and the verdict of a night.
 
-The statistics are :mod:`hpc_health.judge.stats.gate` (the two rules and
-their thresholds) and :mod:`hpc_health.judge.stats.prior` (strength
+The statistics are :mod:`hpc_health.stats.gate` (the two rules and
+their thresholds) and :mod:`hpc_health.stats.prior` (strength
 borrowed across a benchmark's figures); this module ties them to the
 reference file's provenance, written by ``reference capture``
 (:func:`capture_family`) and read by every run (:func:`noise_of`), so that
@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hpc_health.judge.stats import gate, prior
-from hpc_health.judge.stats.constants import HIGHER, LOWER, MIN_SPREAD, from_log
+from hpc_health.stats import gate, prior
+from hpc_health.stats.constants import HIGHER, LOWER, MIN_SPREAD, from_log
 
 if TYPE_CHECKING:
-    from hpc_health.store.references import ReferenceSet
+    from hpc_health.model.references import ReferenceSet
 
 #: The smallest change a figure fails on when the site declares no
 #: tolerance of its own: below 3 % are print resolution, timer granularity

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
 
-from hpc_health.judge.stats.constants import HIGHER
+from hpc_health.stats.constants import HIGHER
 
 #: Times worse than the node's usual before it is a gross fault.  Measured
 #: on the local Slurm cluster's shared 2-core VM at load 8-9 from other

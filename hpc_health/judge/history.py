@@ -7,13 +7,14 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from hpc_health.judge import stats, verdicts
-from hpc_health.judge.stats import stepscan
+from hpc_health import stats
+from hpc_health.judge import verdicts
 from hpc_health.site import hardware
+from hpc_health.stats import stepscan
 
 if TYPE_CHECKING:
-    from hpc_health.store.index import Index, Run
-    from hpc_health.store.references import ReferenceSet
+    from hpc_health.model.references import ReferenceSet
+    from hpc_health.model.runs import FigureIndex, Run
 
 
 def _matches(m, check, var, partition):
@@ -24,9 +25,9 @@ def _matches(m, check, var, partition):
     return check in (m.test, m.check) or m.check.startswith(check + " ")
 
 
-def series(idx: Index, runs: Sequence[Run], check: str, var: str,
+def series(idx: FigureIndex, runs: Sequence[Run], check: str, var: str,
            partition: str | None = None) -> list[dict[str, Any]]:
-    """The points of one figure over *runs* (:class:`hpc_health.store.index.Run`,
+    """The points of one figure over *runs* (:class:`hpc_health.model.runs.Run`,
     oldest first), read from the store's index *idx*."""
     return [point(m) for m in idx.figures(runs, variable=var, check=check)
             if _matches(m, check, var, partition)]
@@ -91,7 +92,7 @@ def reference_start(refs: ReferenceSet | None, points: Sequence[dict[str, Any]])
 def drift(points: Sequence[dict[str, Any]],
           refs: ReferenceSet | None = None) -> dict[str, Any] | None:
     """The sustained step to worse in one check's series, or None: the
-    nightly test (:func:`hpc_health.judge.stats.stepscan.scan`) over the points
+    nightly test (:func:`hpc_health.stats.stepscan.scan`) over the points
     since their reference's baseline (:func:`reference_start`).  ``index`` in
     the answer is into *points*."""
     if not points:

@@ -10,7 +10,7 @@ once a later night came back: a healthy machine whose figure comes in
 episodes (a latency at 2.6x for five runs, IOR between two levels 17 %
 apart) must teach the gate its episodes, and only the nights it failed on
 can; a loss that has not ended feeds nothing (each night's weight is
-bounded too, :func:`hpc_health.judge.stats.gate.learned_spread`).  A busy
+bounded too, :func:`hpc_health.stats.gate.learned_spread`).  A busy
 night's figure counts for neither (the load it measured is not the
 machine's), and breaks a run of nights beyond the threshold.
 """
@@ -21,11 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hpc_health.judge.stats.gate import LEARN_WINDOW, PERSIST_NIGHTS
+from hpc_health.stats.gate import LEARN_WINDOW, PERSIST_NIGHTS
 
 if TYPE_CHECKING:
-    from hpc_health.judge.results import Measurement
-    from hpc_health.store.index import Index, Run
+    from hpc_health.model.results import Measurement
+    from hpc_health.model.runs import FigureIndex, Run
 
 #: Verdicts of a night whose figure was judged against the reference.
 _JUDGED = ("PASS", "DEGRADED", "IMPROVED", "XFAIL")
@@ -48,7 +48,7 @@ def figure_key(m: Measurement) -> tuple[Any, ...]:
             tuple(sorted((str(k), str(v)) for k, v in m.params.items())), m.variable)
 
 
-def past(idx: Index, runs: Sequence[Run], tonight: str,
+def past(idx: FigureIndex, runs: Sequence[Run], tonight: str,
          started: str | None = None) -> dict[tuple[Any, ...], list[Night]]:
     """Each figure's nights before run *tonight* (oldest first) among the
     site's stored *runs*: the last :data:`LEARN_WINDOW` + persistence nights."""

@@ -25,9 +25,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hpc_health.judge import pernode, results, verdicts
-from hpc_health.judge.stats.constants import HIGHER
+from hpc_health.judge import pernode, verdicts
 from hpc_health.judge.verdicts import FAILING, OUTLIER, SKIPPED, Verdict
+from hpc_health.model import results
+from hpc_health.stats.constants import HIGHER
 
 #: At most this share of a partition's nodes drained by hpc-health at once
 #: (at least one node): a fault that takes out more than that is the

@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hpc_health.judge import stats
+from hpc_health import stats
 
 if TYPE_CHECKING:
-    from hpc_health.judge.results import Measurement
+    from hpc_health.model.results import Measurement
 
 #: Iglewicz and Hoaglin's recommended cut for the modified z-score.
 Z_THRESHOLD = 3.5

@@ -12,13 +12,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hpc_health import stats
 from hpc_health.judge import history as hist
-from hpc_health.judge import stats
-from hpc_health.judge.stats import changepoint
+from hpc_health.stats import changepoint
 
 if TYPE_CHECKING:
-    from hpc_health.store.index import Index, Run
-    from hpc_health.store.references import ReferenceSet
+    from hpc_health.model.references import ReferenceSet
+    from hpc_health.model.runs import FigureIndex, Run
 
 #: Fewest points for which level shifts are looked for (two segments of
 #: changepoint's minimum size).
@@ -78,7 +78,7 @@ def stack_changes(runs: Sequence[Run]) -> list[tuple[str, str]]:
     return out
 
 
-def trends(idx: Index, runs: Sequence[Run], refs: ReferenceSet | None = None,
+def trends(idx: FigureIndex, runs: Sequence[Run], refs: ReferenceSet | None = None,
            tick: Callable[[int, int], Any] = lambda step, total: None,
            level_shifts: bool = True, samples: bool = True,
            keep: Callable[[Any], bool] | None = None) -> list[Trend]:

@@ -12,7 +12,7 @@ run, see :mod:`hpc_health.judge.pernode`), ``XFAIL`` (worse, as the reference's
 
 Only DEGRADED, FAIL and OUTLIER are failures: they make ``hpc-health run``
 exit 1.
-The statistics are in :mod:`hpc_health.judge.stats`; this module maps a run's
+The statistics are in :mod:`hpc_health.stats`; this module maps a run's
 measurements onto them, all variables of a run judged together so that false
 alarms are controlled over the run, not per variable.
 """
@@ -23,14 +23,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hpc_health.judge import gating, nights, stats
-from hpc_health.judge.figures import DIRECTIONS
-from hpc_health.judge.stats import DEGRADED, IMPROVED, NO_REFERENCE, PASS, gate  # noqa: F401
+from hpc_health import stats
+from hpc_health.judge import gating, nights
+from hpc_health.model.figures import DIRECTIONS
 from hpc_health.site import hardware
+from hpc_health.stats import DEGRADED, IMPROVED, NO_REFERENCE, PASS, gate  # noqa: F401
 
 if TYPE_CHECKING:
-    from hpc_health.judge.results import Measurement
-    from hpc_health.store.references import ReferenceSet
+    from hpc_health.model.references import ReferenceSet
+    from hpc_health.model.results import Measurement
 
 FAIL, SKIPPED, OUTLIER, XFAIL = "FAIL", "SKIPPED", "OUTLIER", "XFAIL"
 FAILING = {DEGRADED, FAIL, OUTLIER}
@@ -139,7 +140,7 @@ def judge_all(measurements: Sequence[Measurement], refs: ReferenceSet | None = N
               settings: Mapping[str, Any] | None = None) -> list[Verdict]:
     """Verdicts for all measurements of one run.
 
-    *refs* (a :class:`hpc_health.references.ReferenceSet`) supplies both
+    *refs* (a :class:`hpc_health.model.references.ReferenceSet`) supplies both
     bounds and the noise recorded with each reference; *run_hardware*
     ({partition: hardware}) what this run ran on, so that no figure is
     judged against a reference measured on other hardware.  A figure that
@@ -151,7 +152,7 @@ def judge_all(measurements: Sequence[Measurement], refs: ReferenceSet | None = N
     judged by the gate (:mod:`hpc_health.judge.gating`) with the figure's
     *past* nights (:func:`hpc_health.judge.nights.past`) and the site's
     *settings* (``false_alarm_budget``, ``tolerance``); older references by
-    the per-run test of :func:`hpc_health.judge.stats.decide_many`.
+    the per-run test of :func:`hpc_health.stats.decide_many`.
     """
     settings = settings or {}
     budget = float(settings.get("false_alarm_budget") or gate.FALSE_ALARM_BUDGET)

@@ -369,6 +369,7 @@ def _file(module, body):
 # moved (its settings are IOR's: parsers/ior.py).
 BENCHMARK = Benchmark(
     parsers={"darshan": parse_darshan},
+    mirrored=("darshan-runtime@3.5.0", "darshan-util@3.5.0"),     # an offline kit's mirror
     plots=(Split("Darshan, share of I/O time (bytes moved)", groups=("posix", "mpiio"),
                  parts=(("io_time_slowest_rank", "data transfer"), ("meta_time", "metadata")),
                  axis="% of the slowest rank's I/O time", note="bytes"),))

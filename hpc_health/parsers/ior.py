@@ -363,4 +363,7 @@ HINTS_SETTINGS = strict({
 })
 
 BENCHMARK = Benchmark(parsers={"ior": parse_ior},
-                      settings={"ior": SETTINGS, "ior_hints": HINTS_SETTINGS})
+                      settings={"ior": SETTINGS, "ior_hints": HINTS_SETTINGS},
+                      # IOR (with mdtest) in an offline kit's mirror: the
+                      # version Spack picks and the one a site may pin.
+                      mirrored=("ior@3.3.0", "ior@4.0.0"))

@@ -29,7 +29,7 @@ import re
 
 from . import ParseError
 from ._text import check_text, fail, fatal_line, integer, number, require_terminated
-from .registry import BOOL, MPI, POSINT, SPEC, Benchmark, strict
+from .registry import BOOL, MPI, POSINT, SPEC, Benchmark, KitSource, strict
 
 _TITLE = re.compile(r"^# (OSU .+?) v(\d+(?:\.\d+)*\S*)\s*$")
 _DATATYPE = re.compile(r"^# Datatype:\s*(\S+?)\.?\s*$")
@@ -263,6 +263,16 @@ def check_settings(partition):
                        "measures only powers of two between -m MIN and MAX")
 
 
+#: An offline kit holds OSU's release tarball, checked by the sha256
+#: Spack's recipe holds, and Spack builds it as a develop tree (the
+#: archive's file times keep automake from regenerating ``aclocal.m4``).
+KIT = KitSource("osu-micro-benchmarks-7.4.tar.gz",
+                "https://mvapich.cse.ohio-state.edu/download/mvapich/osu-micro-benchmarks-7.4.tar.gz",
+                "OSU Micro-Benchmarks 7.4, the release tarball of Ohio State's MVAPICH project "
+                "(sha256 from Spack's osu-micro-benchmarks recipe)",
+                sha256="1edd0c2efa61999409bfb28740a7f39689a5b42b1a1b4c66d1656e5637f7cefc",
+                develop="osu-micro-benchmarks")
+
 BENCHMARK = Benchmark(parsers={"osu": parse_osu},
                       settings={"osu": SETTINGS, "osu_algorithms": ALGORITHMS_SETTINGS},
-                      check_settings=check_settings)
+                      check_settings=check_settings, kit=(KIT,))

@@ -6,10 +6,12 @@ one ``BENCHMARK = Benchmark(...)``: the parsers ``hpc-health parse`` offers,
 the sections of a partition's settings it owns in ``site.yaml`` (JSON
 schemas, each key with its ``default`` and ``description``), what those
 schemas cannot say, and the pictures of its figures the HTML report draws
-beyond the curve every axis gets.  :func:`declared` finds them by walking
+beyond the curve every axis gets, and the archives an offline Spack kit must hold
+of it (:class:`KitSource`).  :func:`declared` finds them by walking
 the package, so the site schema (:mod:`hpc_health.site.schema`), ``hpc-health
-parse`` and the report learn a new benchmark from its own module: adding one
-edits no module in ``site/``, ``cli/``, ``judge/`` or ``run/``.  The
+parse``, the report and Spack's kit (:mod:`hpc_health.spack.kit_sources`,
+one layer up) learn a new benchmark from its own module: adding one edits
+no module in ``site/``, ``spack/``, ``cli/``, ``judge/`` or ``run/``.  The
 declarations are here, in the core, and not in the check library, because
 loading a site or drawing a report must not import ReFrame.
 """
@@ -70,6 +72,26 @@ class SideBySide:
 Plot = Union[Split, SideBySide]
 
 
+# --- sources -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class KitSource:
+    """One archive an offline Spack kit holds (``hpc-health spack kit``): its
+    *file* name in the kit, the official *url* and *project* it comes from,
+    and either the *sha256* of the file (a release tarball) or the
+    *files_sha256* of its files (a commit's archive), checked by
+    :mod:`hpc_health.spack.kit_sources`.  *develop*: the Spack package built
+    from it as a develop tree, for a benchmark Spack cannot fetch offline
+    (STREAM's recipe names only its git repository)."""
+
+    file: str
+    url: str
+    project: str
+    sha256: str = ""
+    files_sha256: str = ""
+    develop: str = ""
+
+
 # --- the declaration --------------------------------------------------------------
 
 #: What the schema cannot say: the problems in one partition's settings (as
@@ -81,12 +103,20 @@ SettingsCheck = Callable[[Mapping[str, Any]], Iterable[tuple[list, str]]]
 class Benchmark:
     """One benchmark's part of the core.  ``settings``: {section of a
     partition: its schema}; ``parsers``: {name: plain function from an
-    output's text to its figures}."""
+    output's text to its figures}; ``kit``: the archives of it an offline
+    Spack kit must hold as they are; ``mirrored``: the specs whose sources
+    ``spack mirror create`` fetches into the kit's mirror with Spack's own
+    recipes (the versions Spack picks and the one a site may pin);
+    ``built_out_of_source``: its Spack packages built out of source
+    (CMake), whose develop tree a build uses in place instead of a copy."""
 
     parsers: Mapping[str, Callable[[str], dict]] = field(default_factory=dict)
     settings: Mapping[str, dict] = field(default_factory=dict)
     check_settings: SettingsCheck | None = None
     plots: tuple[Plot, ...] = ()
+    kit: tuple[KitSource, ...] = ()
+    mirrored: tuple[str, ...] = ()
+    built_out_of_source: tuple[str, ...] = ()
 
 
 @functools.lru_cache(maxsize=1)
@@ -136,3 +166,20 @@ def check_settings(partition: Mapping[str, Any]) -> list[tuple[list, str]]:
 def plots() -> list[Plot]:
     """The pictures every benchmark declares."""
     return [plot for bench in declared().values() for plot in bench.plots]
+
+
+def kit_sources() -> list[KitSource]:
+    """The archives every benchmark needs in an offline Spack kit, in file
+    name order."""
+    return sorted((source for bench in declared().values() for source in bench.kit),
+                  key=lambda source: source.file)
+
+
+def built_out_of_source() -> set[str]:
+    """The Spack packages whose develop tree is used in place."""
+    return {name for bench in declared().values() for name in bench.built_out_of_source}
+
+
+def mirrored() -> list[str]:
+    """The specs whose sources an offline Spack kit's mirror holds."""
+    return [spec for bench in declared().values() for spec in bench.mirrored]

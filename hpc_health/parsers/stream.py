@@ -24,7 +24,7 @@ import re
 
 from . import ParseError
 from ._text import check_text, fail, fatal_line, is_finite, number
-from .registry import POSINT, SPEC, Benchmark, strict
+from .registry import POSINT, SPEC, Benchmark, KitSource, strict
 
 KERNELS = ("copy", "scale", "add", "triad")
 
@@ -157,5 +157,16 @@ def check_settings(partition):
                    "stream.array_size / stream.ntimes instead)")
 
 
+#: STREAM has no release tarball and Spack's ``stream`` recipe names only
+#: its git repository: an offline kit holds this commit's archive, checked
+#: by the sha256 of its files, and Spack builds it as a develop tree.
+STREAM_COMMIT = "6703f7504a38a8da96b353cadafa64d3c2d7a2d3"
+KIT = KitSource("STREAM-5.10-6703f75.tar.gz",
+                f"https://github.com/jeffhammond/STREAM/archive/{STREAM_COMMIT}.tar.gz",
+                "STREAM 5.10, commit 6703f75 of jeffhammond/STREAM (the repository Spack's "
+                "stream recipe names)",
+                files_sha256="ffe58f23aee69cc2d1fda64394d478ebfbae8d7b84adbb2f416362acbda6c3c5",
+                develop="stream")
+
 BENCHMARK = Benchmark(parsers={"stream": parse_stream}, settings={"stream": SETTINGS},
-                      check_settings=check_settings)
+                      check_settings=check_settings, kit=(KIT,))

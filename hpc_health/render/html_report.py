@@ -49,7 +49,8 @@ def health(idx: Any, site: str, runs: Sequence[Any], refs: Any,
     *runs* (index runs, oldest first); the latest run's verdicts as its
     night judged them (:mod:`hpc_health.store.judged`), *tick* told of the
     trends' progress."""
-    from hpc_health.judge import comparison, results, trends
+    from hpc_health.judge import comparison, trends
+    from hpc_health.model import results
     # The run that finished last by this machine's clock, not one dated ahead of it.
     latest = runsets.latest(runs)[0]
     at = list(runs).index(latest)

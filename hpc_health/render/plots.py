@@ -5,7 +5,7 @@ compare intervals.
 
 The benchmark pictures are found from how figures are named (a message
 size, a thread count or a rank count as the name's last part, see
-:mod:`hpc_health.judge.figures`), so a new check with an axis gets its
+:mod:`hpc_health.model.figures`), so a new check with an axis gets its
 curve without code here; the other pictures a benchmark wants (Darshan's
 split of I/O time, the halo's strategies side by side) it declares beside
 its parser (:mod:`hpc_health.parsers.registry`)."""
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hpc_health.judge import verdicts as V
-from hpc_health.judge.figures import as_read
+from hpc_health.model.figures import as_read
 from hpc_health.parsers import registry
 
 THIS, PREVIOUS, REFERENCE = "#1f5fa8", "#9a9a9a", "#2e8b57"

@@ -52,7 +52,7 @@ def declared_figures():
     import importlib.util
     import inspect
 
-    from hpc_health.judge.figures import Figure
+    from hpc_health.model.figures import Figure
     found = {}
     for path in check_files():
         name = f"hpc_health_declared_{Path(path).stem}"

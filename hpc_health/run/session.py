@@ -16,9 +16,9 @@ from typing import Any
 
 from hpc_health import paths, processes
 from hpc_health.errors import ConfigError
-from hpc_health.judge import drift, results, verdicts
+from hpc_health.judge import drift, verdicts
 from hpc_health.judge.drift import DRIFT_NIGHTS
-from hpc_health.judge.stats.gate import FALSE_ALARM_BUDGET
+from hpc_health.model import results
 from hpc_health.paths import os_hint
 from hpc_health.render import table
 from hpc_health.run import nodecare
@@ -51,6 +51,7 @@ from hpc_health.run.reframe_output import Kept, last_lines, ran_no_check, starte
 from hpc_health.run.signals import StopNow, Stopped, StopSignals, stop_process_group
 from hpc_health.spack import prebuild
 from hpc_health.spack.kit import find_spack
+from hpc_health.stats.gate import FALSE_ALARM_BUDGET
 from hpc_health.store import baseline, capture, index, judged, rundirs, runsets
 
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130

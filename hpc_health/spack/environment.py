@@ -28,6 +28,7 @@ import time
 
 import yaml
 
+from hpc_health.parsers import registry
 from hpc_health.spack import commands, sources
 from hpc_health.spack import lock as spacklock
 from hpc_health.spack.kit import record, spack_env
@@ -224,7 +225,7 @@ def _ensure(args, t_start):
     for item in args.develop or []:
         name, _, rest = item.partition('=')
         path, _, version = rest.rpartition('@')
-        if name not in sources.BUILT_OUT_OF_SOURCE:
+        if name not in registry.built_out_of_source():
             path = sources.own_copy(name, _abs(path, args.site_dir), version, args.env_dir)
         develop[name] = (path, version)
     composed = compose(args.site_env, args.site_dir, args.spec, develop,

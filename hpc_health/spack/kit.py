@@ -9,9 +9,10 @@ kit DIR`` makes one on a connected host):
   (``repos/spack_repo/builtin`` inside);
 - ``mirror/``: a source mirror in the layout ``spack mirror create`` writes
   (``_source-cache/archive/<sha256[:2]>/<sha256>.tar.gz``);
-- ``STREAM-<version>-<commit>.tar.gz`` and
-  ``osu-micro-benchmarks-<version>[-<commit>].tar.gz``: source trees of the
-  packages built from a local tree (Spack's ``stream`` has only a git URL);
+- ``<name>-<version>[-<commit>].tar.gz``: source trees of the packages
+  built from a local tree, as each benchmark declares them beside its
+  parser (``Benchmark(kit=...)``: STREAM, whose Spack recipe has only a git
+  URL, and OSU);
 - ``SHA256SUMS``: the checksum of every file, verified before anything is
   unpacked.
 
@@ -42,6 +43,7 @@ from pathlib import Path
 
 from hpc_health import paths
 from hpc_health.errors import ConfigError
+from hpc_health.parsers import registry
 from hpc_health.spack import commands, kit_sources, lock
 
 RECORD = "bootstrap.json"
@@ -51,13 +53,22 @@ RECORD = "bootstrap.json"
 #: among them, else the concretizer plans zlib-ng, which no offline mirror
 #: has.  Detecting more costs seconds each (python: six, through pyenv's shims).
 EXTERNALS = ("autoconf", "automake", "libtool", "m4", "gmake", "cmake", "zlib")
-#: Packages built from a kit's source trees: kit archive prefix -> Spack package.
-DEVELOP = {"STREAM": "stream", "osu-micro-benchmarks": "osu-micro-benchmarks"}
 #: ``NAME[-VERSION][-COMMIT].tar.gz``: Spack's and its packages' name their
 #: commit; a release tarball (OSU's) has none.
 _ARCHIVE = re.compile(r"^(?P<name>spack-packages|.+?)(-(?P<version>\d[\w.]*?))??"
                       r"(-(?P<commit>[0-9a-f]{7,40}))?\.tar\.gz$")
 CLINGO = "clingo>=5.6,<5.9"
+
+
+def develop_packages():
+    """{kit archive name: the Spack package built from it as a develop
+    tree}, as each benchmark declares its archive (``Benchmark(kit=...)``)."""
+    found = {}
+    for source in registry.kit_sources():
+        m = _ARCHIVE.match(source.file)
+        if source.develop and m:
+            found[m.group("name")] = source.develop
+    return found
 
 
 def cache_root():
@@ -94,8 +105,9 @@ class Kit:
                               f"{', '.join(f.name for f in self.path.iterdir()) or 'nothing'}")
         self.spack = spack[-1]
         self.packages = packages[-1]
-        self.sources = {DEVELOP[name]: found[-1] for name, found in archives.items()
-                        if name in DEVELOP}
+        develop = develop_packages()
+        self.sources = {develop[name]: found[-1] for name, found in archives.items()
+                        if name in develop}
         self.mirror = self.path / "mirror" if (self.path / "mirror").is_dir() else None
 
     @property
@@ -351,19 +363,15 @@ def find_spack(spack_root=None):
     return None
 
 
-#: Sources the mirror holds: the tarball packages of the local site's spec
-#: sets (IOR with mdtest, Darshan), at the versions Spack picks and the one
-#: a site may pin.
-MIRRORED = ("ior@3.3.0", "ior@4.0.0", "darshan-runtime@3.5.0", "darshan-util@3.5.0")
-
-
-def make_kit(dest, base_url=None, spack=None, specs=MIRRORED, say=print):
+def make_kit(dest, base_url=None, spack=None, specs=None, say=print):
     """A kit in *dest* on a connected host: the pinned archives from their
     official projects, each checked (from *base_url*/<name> when a site
     names another source, e.g. another kit: said to be unofficial), a
-    source mirror of *specs* made by ``spack mirror create`` with *spack*
-    (a record), and SHA256SUMS over everything."""
+    source mirror of *specs* (by default the tarball packages each
+    benchmark declares, ``Benchmark(mirrored=...)``) made by ``spack mirror
+    create`` with *spack* (a record), and SHA256SUMS over everything."""
     dest = Path(dest)
+    specs = registry.mirrored() if specs is None else specs
     kit_sources.fetch_archives(dest, base_url, say)
     if spack is not None and specs:
         _spack(spack, *commands.mirror_create(dest / "mirror", specs), say=say)

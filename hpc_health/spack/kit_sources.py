@@ -2,15 +2,17 @@
 projects, the checksum each archive must have, and the check of a file
 against them.
 
-A release tarball (OSU's) is checked by its sha256, the one Spack's recipe
-holds.  An archive of a commit (Spack, spack-packages, STREAM, which has no
-release tarball: Spack's ``stream`` recipe names only its git repository)
-is checked by the sha256 of its *files*: GitHub makes such archives on
-demand and promises their files, not their compressed bytes, and the same
-commit archived by ``git archive`` elsewhere (an offline kit) has the same
-files.  IOR and Darshan are not fetched here: ``spack mirror create``
-fetches them with Spack's own recipes, which check the sha256 each recipe
-holds.
+Spack's own archives (Spack and spack-packages) are declared here; each
+benchmark Spack cannot fetch offline declares its archive beside its parser
+(``Benchmark(kit=...)``, :mod:`hpc_health.parsers.registry`), read from
+there, so adding one edits no module here.  A release tarball is checked by
+its sha256, the one Spack's recipe holds.  An archive of a commit (Spack,
+spack-packages, a benchmark with no release tarball) is checked by the
+sha256 of its *files*: GitHub makes such archives on demand and promises
+their files, not their compressed bytes, and the same commit archived by
+``git archive`` elsewhere (an offline kit) has the same files.  Every other
+source is not fetched here: ``spack mirror create`` fetches it with Spack's
+own recipe, which checks the sha256 the recipe holds.
 
 Anything else is used only when a site names it (``--from URL``), and is
 then said to be unofficial, file by file.
@@ -20,63 +22,49 @@ This module is part of the core: it imports no ReFrame.
 
 import hashlib
 import tarfile
-from dataclasses import dataclass
 from pathlib import Path
 
-
-@dataclass(frozen=True)
-class Source:
-    """One archive a kit holds: its *file* name in the kit, the official
-    *url* and *project* it comes from, and either the *sha256* of the file
-    (a release tarball) or the *files_sha256* of its files (a commit)."""
-    file: str
-    url: str
-    project: str
-    sha256: str = ""
-    files_sha256: str = ""
-
-    def matches(self, path):
-        """Whether the file at *path* is this official archive."""
-        if self.sha256:
-            return file_sha256(path) == self.sha256
-        try:
-            return files_sha256(path) == self.files_sha256
-        except (OSError, tarfile.TarError, EOFError):
-            return False
-
-    @property
-    def checksum(self):
-        return (f"sha256 {self.sha256}" if self.sha256 else
-                f"sha256 of its files {self.files_sha256}")
-
+from hpc_health.parsers import registry
+from hpc_health.parsers.registry import KitSource
 
 SPACK_COMMIT = "9cf66332df3dd988248617fc93400045be59ebab"
 PACKAGES_COMMIT = "983d4a3b6c6ec5c62e38970fd916276658b9fca1"
-STREAM_COMMIT = "6703f7504a38a8da96b353cadafa64d3c2d7a2d3"
 
-#: The pinned sources, from their official projects.  Spack and
-#: spack-packages: the commits this suite is tested with (spack-packages
-#: after 983d4a3b6c downloads `compiler-wrapper` and breaks offline use).
-OFFICIAL = (
-    Source("spack-1.2.0.dev0-9cf66332df.tar.gz",
-           f"https://github.com/spack/spack/archive/{SPACK_COMMIT}.tar.gz",
-           "Spack 1.2.0.dev0, commit 9cf66332df of spack/spack",
-           files_sha256="d5114f8fc1d00b60f07dc2ae0dd346ab2c05269955b6e7ba3bfe7e12352cd652"),
-    Source("spack-packages-983d4a3b6c.tar.gz",
-           f"https://github.com/spack/spack-packages/archive/{PACKAGES_COMMIT}.tar.gz",
-           "Spack's builtin packages, commit 983d4a3b6c of spack/spack-packages",
-           files_sha256="b750ab45253696e31bf9007be29215463ad83625c2c446e400a171ee918d8033"),
-    Source("STREAM-5.10-6703f75.tar.gz",
-           f"https://github.com/jeffhammond/STREAM/archive/{STREAM_COMMIT}.tar.gz",
-           "STREAM 5.10, commit 6703f75 of jeffhammond/STREAM (the repository Spack's "
-           "stream recipe names)",
-           files_sha256="ffe58f23aee69cc2d1fda64394d478ebfbae8d7b84adbb2f416362acbda6c3c5"),
-    Source("osu-micro-benchmarks-7.4.tar.gz",
-           "https://mvapich.cse.ohio-state.edu/download/mvapich/osu-micro-benchmarks-7.4.tar.gz",
-           "OSU Micro-Benchmarks 7.4, the release tarball of Ohio State's MVAPICH project "
-           "(sha256 from Spack's osu-micro-benchmarks recipe)",
-           sha256="1edd0c2efa61999409bfb28740a7f39689a5b42b1a1b4c66d1656e5637f7cefc"),
+#: Spack's own pinned sources, from their official projects: the commits
+#: this suite is tested with (spack-packages after 983d4a3b6c downloads
+#: `compiler-wrapper` and breaks offline use).
+SPACK = (
+    KitSource("spack-1.2.0.dev0-9cf66332df.tar.gz",
+              f"https://github.com/spack/spack/archive/{SPACK_COMMIT}.tar.gz",
+              "Spack 1.2.0.dev0, commit 9cf66332df of spack/spack",
+              files_sha256="d5114f8fc1d00b60f07dc2ae0dd346ab2c05269955b6e7ba3bfe7e12352cd652"),
+    KitSource("spack-packages-983d4a3b6c.tar.gz",
+              f"https://github.com/spack/spack-packages/archive/{PACKAGES_COMMIT}.tar.gz",
+              "Spack's builtin packages, commit 983d4a3b6c of spack/spack-packages",
+              files_sha256="b750ab45253696e31bf9007be29215463ad83625c2c446e400a171ee918d8033"),
 )
+
+
+def official():
+    """Every pinned source a kit holds: Spack's, then each benchmark's (in
+    file name order)."""
+    return SPACK + tuple(registry.kit_sources())
+
+
+def matches(source, path):
+    """Whether the file at *path* is the official archive *source*."""
+    if source.sha256:
+        return file_sha256(path) == source.sha256
+    try:
+        return files_sha256(path) == source.files_sha256
+    except (OSError, tarfile.TarError, EOFError):
+        return False
+
+
+def checksum(source):
+    """*source*'s checksum, as said beside it."""
+    return (f"sha256 {source.sha256}" if source.sha256 else
+            f"sha256 of its files {source.files_sha256}")
 
 
 def file_sha256(path):
@@ -113,7 +101,7 @@ def files_sha256(path):
 
 def official_for(path):
     """The official source the archive at *path* is, or None."""
-    return next((s for s in OFFICIAL if s.matches(path)), None)
+    return next((s for s in official() if matches(s, path)), None)
 
 
 def origin(path, recorded=None):
@@ -122,7 +110,7 @@ def origin(path, recorded=None):
     found = official_for(path)
     came = f" (fetched from {recorded})" if recorded else ""
     if found:
-        return f"{Path(path).name}: {found.project}{came}, {found.checksum} verified"
+        return f"{Path(path).name}: {found.project}{came}, {checksum(found)} verified"
     return (f"{Path(path).name}: NOT an official archive{came}: it matches none of the "
             "official sources' checksums; only this kit's SHA256SUMS vouches for it")
 
@@ -145,7 +133,7 @@ def fetch_archives(dest, base_url=None, say=print):
     kept (a file that fails is deleted, and ConfigError names it, the URL
     and both checksums); the SOURCES file says where each came from.
 
-    Without *base_url*: every :data:`OFFICIAL` source from its project.
+    Without *base_url*: every :func:`official` source from its project.
     With it (a site's own server, another kit): said to be unofficial
     first; the files its ``SHA256SUMS`` lists (else the official names)
     are fetched from there and checked against that list (else against
@@ -157,7 +145,7 @@ def fetch_archives(dest, base_url=None, say=print):
     from hpc_health.errors import ConfigError
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
-    wanted = {s.file: (s.url, None) for s in OFFICIAL}
+    wanted = {s.file: (s.url, None) for s in official()}
     if base_url:
         base = base_url.rstrip("/")
         say(f"spack kit: fetching from {base}: NOT the official sources (named by --from); "
@@ -191,8 +179,8 @@ def fetch_archives(dest, base_url=None, say=print):
                               "another directory")
         say(f"spack kit: {origin(target, origins.get(name))}")
     (dest / SOURCES_FILE).write_text("".join(f"{n}\t{u}\n" for n, u in sorted(origins.items())))
-    say("spack kit: IOR and Darshan are fetched by Spack's own recipes (spack mirror create), "
-        "which check each archive against the sha256 the recipe holds")
+    say("spack kit: every other source is fetched by Spack's own recipe (spack mirror create), "
+        "which checks each archive against the sha256 the recipe holds")
 
 
 def _listed(base):
@@ -219,13 +207,13 @@ def _problem(path, name, digest):
         got = file_sha256(path)
         return "" if got == digest else \
             f"{name}: sha256 {got}, but the source's SHA256SUMS says {digest}"
-    official = next((s for s in OFFICIAL if s.file == name), None)
-    if official is None or official.matches(path):
+    pinned = next((s for s in official() if s.file == name), None)
+    if pinned is None or matches(pinned, path):
         return ""
     try:
-        got = file_sha256(path) if official.sha256 else files_sha256(path)
+        got = file_sha256(path) if pinned.sha256 else files_sha256(path)
     except (OSError, tarfile.TarError, EOFError) as err:
         return (f"{name}: not a readable tar archive ({err}), not the official one "
-                f"({official.project})")
-    return (f"{name}: {'sha256' if official.sha256 else 'sha256 of its files'} {got}, not "
-            f"the official {official.checksum} ({official.project}): not the official archive")
+                f"({pinned.project})")
+    return (f"{name}: {'sha256' if pinned.sha256 else 'sha256 of its files'} {got}, not "
+            f"the official {checksum(pinned)} ({pinned.project}): not the official archive")

@@ -60,10 +60,6 @@ def repo_fingerprint(repos):
     return h.hexdigest()
 
 
-#: Built out of source (CMake): its tree is used in place.
-BUILT_OUT_OF_SOURCE = {'hpc-health-kernels'}
-
-
 def own_copy(name, path, version, env_dir):
     """The environment's own copy of a develop tree, made anew when the
     original changed: in-source builds (STREAM's Makefile writes its objects

@@ -22,14 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpc_health import paths
-from hpc_health.judge import results
+from hpc_health.model import results
 from hpc_health.site import hardware
 from hpc_health.store import capture, rundirs
 
 if TYPE_CHECKING:
-    from hpc_health.judge.results import Measurement
+    from hpc_health.model.references import ReferenceSet
+    from hpc_health.model.results import Measurement
     from hpc_health.site.sites import Site
-    from hpc_health.store.references import ReferenceSet
 
 Case = tuple[str, str, str, tuple[str, ...]]
 

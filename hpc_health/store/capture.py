@@ -22,14 +22,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import yaml
 
+from hpc_health import stats
 from hpc_health.errors import ConfigError
-from hpc_health.judge import gating, results, stats
-from hpc_health.judge.stats.gate import FALSE_ALARM_BUDGET, PERSIST_NIGHTS, POWER
+from hpc_health.judge import gating
+from hpc_health.model import results
 from hpc_health.site import hardware
+from hpc_health.stats.gate import FALSE_ALARM_BUDGET, PERSIST_NIGHTS, POWER
 from hpc_health.store import references
 
 if TYPE_CHECKING:
-    from hpc_health.store.references import ReferenceSet
+    from hpc_health.model.references import ReferenceSet
 
 
 def _round(x, digits=4):

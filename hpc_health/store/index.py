@@ -23,7 +23,8 @@ from typing import Any, Callable
 
 from hpc_health import paths
 from hpc_health.errors import ConfigError
-from hpc_health.judge import results
+from hpc_health.model import results
+from hpc_health.model.runs import Run
 from hpc_health.store import rundirs
 
 INDEX_FILE = "index.sqlite"
@@ -49,23 +50,6 @@ CREATE INDEX figures_by_variable ON figures (site, variable);
 CREATE INDEX figures_by_run ON figures (site, run_id);
 CREATE INDEX tags_by_tag ON tags (site, tag);
 """
-
-
-@dataclass
-class Run:
-    """One stored run as the index knows it."""
-    site: str
-    run_id: str
-    started: str
-    meta: dict
-
-    @property
-    def tags(self) -> list[str]:
-        return list(self.meta.get("tags") or [])
-
-    @property
-    def dir(self) -> Path:
-        return rundirs.runs_dir(self.site) / self.run_id
 
 
 @dataclass
@@ -295,7 +279,7 @@ class Index:
     def figures(self, runs: Sequence[Run], variable: str | None = None, check: str | None = None,
                 partition: str | None = None, samples: bool = True) -> list[Any]:
         """The figures of *runs* (:class:`Run`), as
-        :class:`hpc_health.judge.results.Measurement` with ``run`` set (the Run)
+        :class:`hpc_health.model.results.Measurement` with ``run`` set (the Run)
         and ``verdict``/``verdict_reason`` as judged when stored.  Without
         *samples* their samples and nodes are left empty: a year of a site's
         figures is 80 000 rows, and decoding those two fields was most of

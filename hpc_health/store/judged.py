@@ -10,12 +10,13 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from hpc_health.judge import nights, results, verdicts
+from hpc_health.judge import nights, verdicts
+from hpc_health.model import results
 from hpc_health.store import index
 
 if TYPE_CHECKING:
-    from hpc_health.store.index import Run
-    from hpc_health.store.references import ReferenceSet
+    from hpc_health.model.references import ReferenceSet
+    from hpc_health.model.runs import Run
 
 
 def past_nights(site_name: str, run_id: str,

@@ -50,7 +50,7 @@ from typing import Any
 
 from hpc_health import __version__
 from hpc_health.errors import ConfigError
-from hpc_health.judge import results
+from hpc_health.model import results
 from hpc_health.store import bounded_gzip, rundirs
 
 FORMAT = "hpc-health-export"
@@ -208,7 +208,7 @@ class Written:
 
 def export(runs: Sequence[Any], out: str | Path,
            tick: Callable[[], Any] = lambda: None) -> Written:
-    """Write the stored *runs* (:class:`hpc_health.store.index.Run`, or (site,
+    """Write the stored *runs* (:class:`hpc_health.model.runs.Run`, or (site,
     run_id, run_dir) triples) to *out*, atomically; *tick* is called once a
     run (progress)."""
     out = Path(out)

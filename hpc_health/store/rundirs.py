@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpc_health import paths, processes
+from hpc_health import processes
+from hpc_health.model.runs import runs_dir
 
 if TYPE_CHECKING:
     from hpc_health.judge.verdicts import Verdict
@@ -28,11 +29,6 @@ EXIT_DRIFTING = 3
 #: Exit codes of runs whose report holds judged figures: healthy, unhealthy,
 #: drifting, and stopped by a signal (what completed was judged).
 JUDGED_EXITS = (0, 1, EXIT_DRIFTING, 130, 129, 143)
-
-
-def runs_dir(site: str | None = None) -> Path:
-    root = paths.store_root() / "runs"
-    return root / site if site else root
 
 
 def new_run_dir(site: str) -> Path:

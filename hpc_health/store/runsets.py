@@ -27,33 +27,19 @@ import difflib
 import re
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from hpc_health.errors import ConfigError
+from hpc_health.model.runs import RunSet
 
 if TYPE_CHECKING:
-    from hpc_health.store.index import Index, Listing, Run
+    from hpc_health.model.runs import Run
+    from hpc_health.store.index import Index, Listing
 
 _KEYWORDS = ("last", "tag", "since")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}(T\d{2}(:?\d{2}(:?\d{2})?)?Z?)?$")
 SYNTAX = ("RUN_ID, latest, last:N, tag:NAME, since:DATE, since:RUN_ID or A..B, "
           "optionally SITE: and @PARTITION")
-
-
-@dataclass
-class RunSet:
-    text: str
-    site: str
-    partition: str | None = None
-    runs: list = field(default_factory=list)        # index.Run, oldest first
-
-    @property
-    def label(self) -> str:
-        ids = [r.run_id for r in self.runs]
-        what = ids[0] if len(ids) == 1 else f"{len(ids)} runs {ids[0]} .. {ids[-1]}"
-        text = self.text if self.text.startswith(f"{self.site}:") else f"{self.site}:{self.text}"
-        return f"{text} ({what})"
 
 
 def split(text: str, default_site: str, sites: Iterable[str]) -> tuple[str, str, str | None]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 
-from hpc_health.judge import stats
+from hpc_health import stats
 
 from ..system import FaultError
 from ..workloads import RunEnv

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from hpc_health.judge.stats.constants import BOUND_FLOOR, HIGHER, LOWER
+from hpc_health.stats.constants import BOUND_FLOOR, HIGHER, LOWER
 
 #: The false-alarm budget: one figure in this many healthy nights (a site of
 #: 150 figures, one false alarm in 30 nights).

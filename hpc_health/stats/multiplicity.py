@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from hpc_health.judge.stats.constants import ALPHA
-from hpc_health.judge.stats.noise import VerdictResult, decide, evaluate
+from hpc_health.stats.constants import ALPHA
+from hpc_health.stats.noise import VerdictResult, decide, evaluate
 
 
 def adjust(p_values: Sequence[float | None], alpha: float = ALPHA,

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from hpc_health.judge.stats.constants import LOWER, MIN_SPREAD, POWER, check_direction
-from hpc_health.judge.stats.robust import (
+from hpc_health.stats.constants import LOWER, MIN_SPREAD, POWER, check_direction
+from hpc_health.stats.robust import (
     clean,
     location_var_factor,
     run_location_logs,

@@ -7,7 +7,7 @@ recorded noise series contain episodes that look exactly like steps (the
 fsync-write series sits 15 % lower for its last 19 runs than for its first
 11; 1-thread STREAM 12 % higher for its last 15 than its first 15).  Which
 change is a sustained step to worse is not decided here but by
-:mod:`hpc_health.judge.stats.stepscan`, against the figure's own noise.
+:mod:`hpc_health.stats.stepscan`, against the figure's own noise.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from hpc_health.judge.stats import robust_spread
-from hpc_health.judge.stats.constants import (
+from hpc_health.stats import robust_spread
+from hpc_health.stats.constants import (
     MIN_SPREAD,
 )
 

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from hpc_health.judge.stats.robust import special
+from hpc_health.stats.robust import special
 
 #: Fewest figures a prior is fitted to: with two, the spread of their
 #: spreads says nothing about the distribution.

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-from hpc_health.judge.stats.constants import (
+from hpc_health.stats.constants import (
     ALPHA,
     BETTER_MAX,
     BOUND_CAP,
@@ -25,8 +25,8 @@ from hpc_health.judge.stats.constants import (
     from_log,
     to_log,
 )
-from hpc_health.judge.stats.noise import critical_log, mdc_of, noise_model
-from hpc_health.judge.stats.robust import (
+from hpc_health.stats.noise import critical_log, mdc_of, noise_model
+from hpc_health.stats.robust import (
     clean,
     location,
     log_spread,

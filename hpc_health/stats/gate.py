@@ -34,7 +34,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from hpc_health.judge.stats.robust import special
+from hpc_health.stats.robust import special
 
 #: Nights in the month a budget is counted over.
 NIGHTS_PER_MONTH = 30.0

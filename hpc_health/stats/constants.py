@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from hpc_health.judge.figures import DIRECTIONS, HIGHER, LOWER  # noqa: F401 - re-exported
+from hpc_health.units import DIRECTIONS, HIGHER, LOWER  # noqa: F401 - re-exported
 
 Direction = str
 

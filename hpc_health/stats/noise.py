@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hpc_health.judge.stats.constants import (
+from hpc_health.stats.constants import (
     ALPHA,
     DEGRADED,
     EPISODE_FLOOR,
@@ -24,10 +24,10 @@ from hpc_health.judge.stats.constants import (
     from_log,
     to_log,
 )
-from hpc_health.judge.stats.robust import clean, location, location_var_factor, special, worse_sign
+from hpc_health.stats.robust import clean, location, location_var_factor, special, worse_sign
 
 if TYPE_CHECKING:   # only named in annotations: reference.py imports this module
-    from hpc_health.judge.stats.reference import Reference
+    from hpc_health.stats.reference import Reference
 
 
 def _variance(within: float, between: float, n_ref: int, runs: int, n_cur: int) -> float:

@@ -59,7 +59,7 @@ verdict test), :mod:`.multiplicity` (many figures of one run) and
 
 from __future__ import annotations
 
-from hpc_health.judge.stats.constants import (
+from hpc_health.stats.constants import (
     ALPHA,
     BOUND_CAP,
     BOUND_FLOOR,
@@ -86,21 +86,21 @@ from hpc_health.judge.stats.constants import (
     RECOMMENDED_SAMPLES,
     Direction,
 )
-from hpc_health.judge.stats.multiplicity import adjust, decide_many, holm_levels
-from hpc_health.judge.stats.noise import (
+from hpc_health.stats.multiplicity import adjust, decide_many, holm_levels
+from hpc_health.stats.noise import (
     VerdictResult,
     expected_spread,
     minimum_detectable_change,
     noise_components,
     verdict,
 )
-from hpc_health.judge.stats.reference import (
+from hpc_health.stats.reference import (
     NoReference,
     Reference,
     night_logs,
     propose_reference,
 )
-from hpc_health.judge.stats.robust import (
+from hpc_health.stats.robust import (
     clean,
     location,
     quantisation_step,
@@ -108,7 +108,7 @@ from hpc_health.judge.stats.robust import (
     robust_spread,
     within_run_spread,
 )
-from hpc_health.judge.stats.twosets import (
+from hpc_health.stats.twosets import (
     BROAD_MIN_CHANGE,
     COMPARE_ALPHA,
     COMPARE_MARGIN,
@@ -121,7 +121,7 @@ from hpc_health.judge.stats.twosets import (
     detectable_change,
 )
 
-#: The statistics' API: ``from hpc_health.judge import stats``, then ``stats.verdict(...)``.
+#: The statistics' API: ``from hpc_health import stats``, then ``stats.verdict(...)``.
 __all__ = [
     "adjust",
     "broad_shift",

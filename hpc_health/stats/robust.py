@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from hpc_health.judge.stats.constants import (
+from hpc_health.stats.constants import (
     HUBER_EFFICIENCY,
     HUBER_K,
     HUBER_MIN_SAMPLES,

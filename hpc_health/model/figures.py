@@ -18,11 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from hpc_health.units import size_label
-
-HIGHER = "higher"   # bandwidth, rate: higher is better
-LOWER = "lower"     # latency, time: lower is better
-DIRECTIONS = (HIGHER, LOWER)
+from hpc_health.units import DIRECTIONS, HIGHER, LOWER, size_label
 
 #: Keys of a partition's declared ``capabilities`` (site.yaml).
 CAPABILITIES = ("memory_bandwidth_mbs", "cores", "link_bandwidth_mbs", "link_latency_us",

@@ -14,7 +14,7 @@ from typing import Any
 
 from hpc_health.errors import ConfigError
 from hpc_health.jobside import nodeload
-from hpc_health.judge.stats import location
+from hpc_health.stats import location
 
 _PARAM = re.compile(r"%([A-Za-z_]\w*)=(\S+)")
 # ReFrame's --distribute adds these to the display name of each copy.
