@@ -6,6 +6,9 @@
  *   FI_DELAY_NS       nanoseconds to add per call (0 or unset: no delay)
  *   FI_DELAY_RANK     only this MPI_COMM_WORLD rank is delayed (unset or -1: all)
  *   FI_INIT_DELAY_NS  nanoseconds to add to MPI_Init (a slow launcher or PMIx)
+ *   FI_INIT_DELAY_FILE  while this file exists, the MPI_Init delay is the
+ *                     number it holds (a fault that passes: lifted mid-run by
+ *                     removing the file)
  *   FI_IGNORE_SIGTERM 1: the rank ignores SIGTERM from its start (a hung or
  *                     badly behaved job: only SIGKILL stops it)
  *
@@ -18,6 +21,7 @@
 #define _POSIX_C_SOURCE 199309L
 #include <mpi.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -62,6 +66,16 @@ static void init_delay(void)
 {
     const char *s = getenv("FI_INIT_DELAY_NS");
     long ns = s ? strtol(s, NULL, 10) : 0;
+    const char *path = getenv("FI_INIT_DELAY_FILE");
+    if (path) {
+        FILE *f = fopen(path, "r");
+        ns = 0;
+        if (f) {
+            if (fscanf(f, "%ld", &ns) != 1)
+                ns = 0;
+            fclose(f);
+        }
+    }
     if (ns > 0)
         spin_ns(ns);
 }

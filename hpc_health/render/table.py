@@ -91,8 +91,8 @@ def notes(verdicts):
             if text and m.check not in groups.setdefault((kind, text), []):
                 groups[(kind, text)].append(m.check)
         if v.verdict in ("PASS", "NO-REFERENCE"):
-            if v.verdict == "NO-REFERENCE" and tag:
-                reason = v.reason           # left out by the capture: say why
+            if (v.verdict == "NO-REFERENCE" and tag) or tag == "not confirmed":
+                reason = v.reason           # left out by the capture, withdrawn by a retest
             elif not v.measurement.busy:
                 continue
             else:
@@ -103,7 +103,8 @@ def notes(verdicts):
             reason = _INHERITED.sub("", v.reason) if v.verdict == "SKIPPED" else v.reason
         checks = groups.setdefault((v.verdict, reason), [])
         name = v.measurement.check
-        if v.verdict in ("DEGRADED", "IMPROVED", "XFAIL", "OUTLIER") and v.measurement.variable:
+        if (v.verdict in ("DEGRADED", "IMPROVED", "XFAIL", "OUTLIER") or
+                tag == "not confirmed") and v.measurement.variable:
             name = f"{name} {v.measurement.variable}"
         if name not in checks:
             checks.append(name)

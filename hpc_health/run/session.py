@@ -21,7 +21,7 @@ from hpc_health.judge.drift import DRIFT_NIGHTS
 from hpc_health.model import results
 from hpc_health.paths import os_hint
 from hpc_health.render import table
-from hpc_health.run import nodecare
+from hpc_health.run import nodecare, retest
 from hpc_health.run.command import (
     gather_early_logs,
     left_out_tags,
@@ -88,6 +88,7 @@ class _Night:
     drain: bool = False             # --per-node --drain (or the site's setting)
     resume: bool = False            # --per-node --resume-healthy
     reserved: Any = None            # nodecare's reservation of drained nodes, tested again
+    stop: Any = None                # the run's StopSignals
 
 
 def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, per_node=False,
@@ -110,7 +111,7 @@ def _run(stop, site_name, partition=None, tags=(), extra=(), list_only=False, pe
             print(TUNING_LEFT_OUT, file=out)
         return code
     night = _Night(site, refs, partition, tuple(tags), tuple(extra), per_node, out,
-                   tuple(left_out), rounds=rounds, drain=drain, resume=resume)
+                   tuple(left_out), rounds=rounds, drain=drain, resume=resume, stop=stop)
     _start(night, rounds, run_tags, note)
     proc, log = _reframe(night, stop)
     interrupted = stop.signum is not None
@@ -304,15 +305,18 @@ def _judged(night, report, interrupted, exit_interrupted, adopt_baseline):
     base = baseline.status(site, refs, night.run_hw,
                            pending=baseline.counts(meta) and not interrupted,
                            measurements=measurements)
+    past = {} if night.per_node else judged.past_nights(site.name, run_dir.name,
+                                                        meta.get("started"))
     verdict_list = verdicts.judge_all(measurements, refs, night.run_hw,
-                                      baseline=_baseline_labels(base),
-                                      past={} if night.per_node else
-                                      judged.past_nights(site.name, run_dir.name,
-                                                         meta.get("started")),
+                                      baseline=_baseline_labels(base), past=past,
                                       settings=site.settings)
     if night.per_node:
         verdict_list = verdicts.node_outliers(verdict_list,
                                               site.settings.get("per_node_min_change"))
+    elif not interrupted:
+        verdict_list = retest.retest(night, report, verdict_list, past)
+        if night.stop.signum is not None:
+            interrupted, exit_interrupted = True, 128 + night.stop.signum
     code = exit_interrupted if interrupted else verdicts.exit_code(verdict_list)
     meta.update(exit_code=code, verdicts=table.summary(verdict_list))
     # The table first: what was measured is shown whatever the store does.

@@ -94,6 +94,10 @@ SITE_SCHEMA = {
         # share it, and the gated checks share each night's part equally.
         "false_alarm_budget": {"type": "number", "exclusiveMinimum": 0, "maximum": 15,
                                "default": 1.0},
+        # A figure that fails on one night alone is measured again before
+        # the night is closed, and fails only if its retest does too
+        # (hpc_health.judge.confirm); false: no retest.
+        "retest": {"type": "boolean", "default": True},
         # A site's own tolerance per check or figure ("Check" or
         # "Check/variable"), ReFrame's convention: -0.1 fails a figure 10 %
         # worse, when the noise allows the gate to see that much.

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpc_health.judge import nights, verdicts
+from hpc_health.errors import ConfigError
+from hpc_health.judge import confirm, nights, verdicts
 from hpc_health.model import results
-from hpc_health.store import index
+from hpc_health.store import index, rundirs
 
 if TYPE_CHECKING:
     from hpc_health.model.references import ReferenceSet
@@ -41,5 +43,25 @@ def verdicts_of(run: Run, refs: ReferenceSet | None,
         report = results.load_report(run.dir / "report.json")
     past = {} if run.meta.get("per_node") else \
         past_nights(run.site, run.run_id, run.meta.get("started"))
-    return verdicts.judge_all(results.measurements(report), refs, run.meta.get("hardware"),
-                              past=past, settings=settings)
+    first = verdicts.judge_all(results.measurements(report), refs, run.meta.get("hardware"),
+                               past=past, settings=settings)
+    if not run.meta.get("retest"):
+        return first        # none was needed, or the site has none
+    return with_retest(first, run.dir, refs, run.meta.get("hardware"), past, settings)
+
+
+def with_retest(first: list[verdicts.Verdict], run_dir: Path, refs: ReferenceSet | None,
+                hardware: Mapping[str, Any] | None, past: Mapping[Any, Any],
+                settings: Mapping[str, Any] | None) -> list[verdicts.Verdict]:
+    """A run's verdicts with its retest's say on its one-night failures
+    (:mod:`hpc_health.judge.confirm`); a retest that measured nothing
+    leaves each failure standing, and says so."""
+    if not confirm.wanted(first):
+        return first
+    try:
+        report = results.load_report(Path(run_dir) / rundirs.RETEST_DIR / "report.json")
+    except ConfigError:
+        return confirm.combine(first, [])
+    again = verdicts.judge_all(results.measurements(report), refs, dict(hardware or {}),
+                               past=past, settings=settings)
+    return confirm.combine(first, again)

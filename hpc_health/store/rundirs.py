@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 #: The verdicts a run was judged with when it was stored.
 VERDICTS_FILE = "verdicts.json"
+#: Where a run keeps the retest of its one-night failures (ReFrame's stage,
+#: output and report of it; hpc_health.judge.confirm).
+RETEST_DIR = "retest"
 #: Exit code of a run whose figures passed but some stayed worse over the
 #: recent runs (hpc_health.judge.drift).
 EXIT_DRIFTING = 3

@@ -1,0 +1,56 @@
+"""A one-night failure and its retest (hpc_health.judge.confirm), and the
+retest's ReFrame command line (hpc_health.run.retest), without running it."""
+
+from hpc_health.judge import confirm
+from hpc_health.judge.verdicts import Verdict
+from hpc_health.model.results import Measurement
+from hpc_health.run.retest import _hashes, _not_selecting
+
+
+def _m(variable="mpi_init", value=0.6):
+    return Measurement(test="BarrierLatency", check="BarrierLatency", system="local",
+                       partition="default", environ="gnu-mpi", variable=variable, value=value)
+
+
+def _v(verdict, deviation, one_night=False, variable="mpi_init", reason="r"):
+    return Verdict(_m(variable), verdict, deviation=deviation, reason=reason,
+                   method="gate", one_night=one_night)
+
+
+def test_a_retest_within_its_bound_withdraws_the_failure_and_says_both():
+    (v,) = confirm.combine([_v("DEGRADED", 1.7, True, reason="+170 % on one night")],
+                           [_v("PASS", 0.02)])
+    assert (v.verdict, v.tag, v.one_night) == ("PASS", confirm.NOT_CONFIRMED, False)
+    assert v.reason.startswith("+170 % on one night, but +2.0 % on its retest")
+
+
+def test_a_retest_beyond_its_bound_confirms_the_failure():
+    (v,) = confirm.combine([_v("DEGRADED", 1.7, True)], [_v("DEGRADED", 1.6, True)])
+    assert v.verdict == "DEGRADED" and v.reason.endswith("confirmed by its retest (+160 %)")
+
+
+def test_a_retest_that_measured_nothing_leaves_the_failure_standing():
+    first = [_v("DEGRADED", 1.7, True), _v("DEGRADED", 0.5, True, variable="other")]
+    crashed = Verdict(_m(value=None), "FAIL", reason="sanity: no output")
+    out = confirm.combine(first, [crashed])
+    assert [v.verdict for v in out] == ["DEGRADED", "DEGRADED"]
+    assert "its retest measured nothing (sanity: no output)" in out[0].reason
+    assert "its retest measured nothing (not run)" in out[1].reason
+
+
+def test_only_one_night_failures_are_retested_or_changed():
+    stayed = _v("DEGRADED", 0.2, False)         # the persistence rule: a loss that stayed
+    passed = _v("PASS", 0.01, variable="x")
+    assert confirm.wanted([stayed, passed]) == []
+    assert confirm.combine([stayed, passed], [_v("PASS", 0.0)]) == [stayed, passed]
+
+
+def test_the_retest_chooses_its_own_checks_and_keeps_the_nights_other_options():
+    extra = ("-n", "Stream", "--tag=x", "-tfoo", "-x", "Halo", "-p", "gnu-mpi", "-S",
+             "a=1", "--exclude-tag", "tuning")
+    assert _not_selecting(extra) == ["-p", "gnu-mpi", "-S", "a=1"]
+    report = {"runs": [{"testcases": [
+        {"display_name": "BarrierLatency", "hashcode": "73d08f77"},
+        {"display_name": "KernelsBuild ~local:default+gnu-mpi", "hashcode": "de9d5ff6"},
+        {"display_name": "BarrierLatency", "hashcode": "73d08f77"}]}]}
+    assert _hashes(report, {"BarrierLatency"}) == ["73d08f77"]
