@@ -4,7 +4,9 @@ again before the night is closed (hpc_health.judge.confirm).
 One check (``-n BarrierLatency`` on one rank: its figure is MPI_Init's
 time, 0.2-0.3 s here), three baseline runs and their capture, then two
 nights with MPI_Init 0.4 s slower (+130 % or more, far outside its noise)
-through the fault bench's PMPI interposer, the delay read from a file:
+through the fault bench's PMPI interposer, the delay read from a file
+(the site's tolerance: 50 % worse, far inside the fault, far outside a
+clean run beside other work):
 
 - the fault passes: the file is removed as soon as the retest starts, so
   the retest is clean: the night is ``PASS`` (``not confirmed``), exit 0,
@@ -57,6 +59,9 @@ def nights(tmp_path_factory):
     doc["baseline_runs"] = 3
     doc["partitions"]["default"]["ranks_per_node"] = 1
     doc["partitions"]["default"]["kernels"] = {"samples": 10, "barrier_iters": 1000}
+    # Fail only 50 % worse: three quiet runs can make the bound 3 %, and a
+    # clean retest beside other work here was 7 % slower.  The fault is +130 %.
+    doc["tolerance"] = {"BarrierLatency/mpi_init": 0.5}
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     lib = build_pmpi_delay(tmp_path)
     delay_file = tmp_path / "delay"

@@ -24,7 +24,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpc_health.judge import nights, verdicts
+from hpc_health.judge import confirm, nights, verdicts
 from hpc_health.model import results
 from hpc_health.store import capture, references
 
@@ -51,13 +51,17 @@ class Night:
     measurements: list
     run_id: str
     started: str
+    common: dict
 
 
 def night(tpl: list[results.Measurement], n: int, spread: float, rng: random.Random,
-          loss: float = 0.0, lossy=is_stream_bandwidth) -> Night:
+          loss: float = 0.0, lossy=is_stream_bandwidth, common: dict | None = None) -> Night:
     """Night *n*: every figure moved by the noise; the *lossy* ones also
-    worse by *loss* (a bandwidth lower, a time longer)."""
-    common = {t: rng.gauss(0.0, spread / math.sqrt(2)) for t in {m.test for m in tpl}}
+    worse by *loss* (a bandwidth lower, a time longer).  *common*: the
+    night's per-check part of the noise, given for its retest (which draws
+    only each figure's own part again: the pessimistic side for false
+    alarms, as a retest minutes later shares what the night shares)."""
+    common = common or {t: rng.gauss(0.0, spread / math.sqrt(2)) for t in {m.test for m in tpl}}
     out = []
     for m in tpl:
         x = copy.copy(m)
@@ -70,7 +74,7 @@ def night(tpl: list[results.Measurement], n: int, spread: float, rng: random.Ran
         x.ref = x.lower = x.upper = None
         out.append(x)
     day = 1 + n
-    return Night(out, f"202601{day:02d}T020000Z", f"2026-01-{day:02d}T02:00:00Z")
+    return Night(out, f"202601{day:02d}T020000Z", f"2026-01-{day:02d}T02:00:00Z", common)
 
 
 def captured(baseline: list[Night], workdir: Path) -> references.ReferenceSet:
@@ -92,16 +96,23 @@ def captured(baseline: list[Night], workdir: Path) -> references.ReferenceSet:
     return references.load(path)
 
 
-def judged(nt: Night, refs: references.ReferenceSet, past: dict) -> list[verdicts.Verdict]:
-    """Night *nt* judged as a run judges it, then added to *past*."""
+def judged(nt: Night, refs: references.ReferenceSet, past: dict,
+           retest=None) -> tuple[list[verdicts.Verdict], bool]:
+    """Night *nt* judged as a run judges it, its one-night failures
+    retested by ``retest()`` (a night), then added to *past*; and whether
+    it failed before its retest."""
     vs = verdicts.judge_all(nt.measurements, refs, past=past, settings={})
+    failed_first = any(v.verdict in verdicts.FAILING for v in vs)
+    if retest is not None and confirm.wanted(vs):
+        vs = confirm.combine(vs, verdicts.judge_all(retest().measurements, refs, past=past,
+                                                    settings={}))
     for v in vs:
         m = v.measurement
         if v.verdict in ("PASS", "DEGRADED", "IMPROVED"):
             past.setdefault(nights.figure_key(m), []).append(
                 nights.Night(nt.run_id, nt.started, float(m.value), healthy=True, counts=True,
                              failed=v.verdict == "DEGRADED"))
-    return vs
+    return vs, failed_first
 
 
 @dataclass
@@ -112,23 +123,32 @@ class Trial:
     clean_nights: int
     references: int
     weak: int
+    false_before_retest: int = 0      # clean nights that failed before their retest
 
 
-def trial(tpl, seed: int, spread: float, loss: float, clean: int, faulty: int) -> Trial:
+def trial(tpl, seed: int, spread: float, loss: float, clean: int, faulty: int,
+          retest: bool = True) -> Trial:
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory() as tmp:
         base = [night(tpl, n, spread, rng) for n in range(BASELINE)]
         refs = captured(base, Path(tmp))
     past: dict = {}
-    false = 0
+    false = false_first = 0
     n = BASELINE
+
+    def tonight(lost: float):
+        nt = night(tpl, n, spread, rng, lost)
+        again = (lambda: night(tpl, n, spread, rng, lost, common=nt.common)) if retest else None
+        return judged(nt, refs, past, again)
+
     for _ in range(clean):
-        vs = judged(night(tpl, n, spread, rng), refs, past)
+        vs, first = tonight(0.0)
         false += any(v.verdict in verdicts.FAILING for v in vs)
+        false_first += first
         n += 1
     stream_on = triad_on = None
     for k in range(1, faulty + 1):
-        vs = judged(night(tpl, n, spread, rng, loss), refs, past)
+        vs, _ = tonight(loss)
         n += 1
         bad = [v for v in vs if v.verdict == "DEGRADED" and is_stream_bandwidth(v.measurement)]
         if bad and stream_on is None:
@@ -138,4 +158,4 @@ def trial(tpl, seed: int, spread: float, loss: float, clean: int, faulty: int) -
             triad_on = k
     gated = [p for t in refs.provenance.values() for p in t.values() if "night_spread" in p]
     return Trial(stream_on, triad_on, false, clean, len(gated),
-                 sum("weak" in p for p in gated))
+                 sum("weak" in p for p in gated), false_first)
