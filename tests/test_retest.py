@@ -2,16 +2,14 @@
 again before the night is closed (hpc_health.judge.confirm).
 
 One check (``-n BarrierLatency`` on one rank: its figure is MPI_Init's
-time, 0.2-0.3 s here), three baseline runs and their capture, then two
-nights with MPI_Init 0.4 s slower (+130 % or more, far outside its noise)
-through the fault bench's PMPI interposer, the delay read from a file
-(the site's tolerance: 50 % worse, far inside the fault, far outside a
-clean run beside other work):
-
-- the fault passes: the file is removed as soon as the retest starts, so
-  the retest is clean: the night is ``PASS`` (``not confirmed``), exit 0,
-  and ``report`` says the same later;
-- the fault stays: the retest is slow too: ``DEGRADED``, confirmed, exit 1.
+time, 0.2-0.3 s here), three baseline runs and their capture, then a night
+with MPI_Init 0.4 s slower (+130 % or more, far outside its noise) through
+the fault bench's PMPI interposer, the delay read from a file that is
+removed as soon as the retest starts: the retest is clean, the night is
+``PASS`` (``not confirmed``), exit 0, and ``report`` says the same later.
+A fault that stays is confirmed by its retest: the newcomer's faulty
+nights (tests/test_newcomer.py).  The site's tolerance is 50 % worse, far
+inside the fault and far outside a clean run beside other work.
 """
 
 import os
@@ -28,6 +26,7 @@ from bench.fault_injection.tools import build_pmpi_delay
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.quiet,
     pytest.mark.skipif(bool(local_mpi.missing_tools()) or not shutil.which("mpicc"),
                        reason="needs mpirun and mpicc (bash ci/setup.sh installs them)"),
 ]
@@ -58,7 +57,7 @@ def nights(tmp_path_factory):
     doc = yaml.safe_load(path.read_text())
     doc["baseline_runs"] = 3
     doc["partitions"]["default"]["ranks_per_node"] = 1
-    doc["partitions"]["default"]["kernels"] = {"samples": 10, "barrier_iters": 1000}
+    doc["partitions"]["default"]["kernels"] = {"samples": 5, "barrier_iters": 1000}
     # Fail only 50 % worse: three quiet runs can make the bound 3 %, and a
     # clean retest beside other work here was 7 % slower.  The fault is +130 %.
     doc["tolerance"] = {"BarrierLatency/mpi_init": 0.5}
@@ -90,9 +89,7 @@ def nights(tmp_path_factory):
         watcher.join()
     passed_id = max(d.name for d in runs_dir.iterdir() if d.is_dir())
     report = run("report", "--site", "local", f"local:{passed_id}")
-    delay_file.write_text(DELAY_NS)
-    stayed = run("run", "--site", "local", *CHECK)
-    return {"passed": passed, "report": report, "stayed": stayed}
+    return {"passed": passed, "report": report}
 
 
 def test_a_fault_that_passes_before_the_retest_is_no_failure(nights):
@@ -108,10 +105,3 @@ def test_a_fault_that_passes_before_the_retest_is_no_failure(nights):
     (later,) = _row(nights["report"].stdout)
     assert " PASS " in later and "not confirmed" in later, nights["report"].stdout
 
-
-def test_a_fault_that_stays_is_confirmed_by_its_retest(nights):
-    res = nights["stayed"]
-    assert res.returncode == 1, res.stdout + res.stderr
-    (row,) = _row(res.stdout)
-    assert "DEGRADED" in row, res.stdout
-    assert "retest: 1 of 1 confirmed" in res.stdout

@@ -270,5 +270,7 @@ def judge(deviation: float, previous: list[float], spread: float, df: float, run
             beyond += 1
         else:
             break
-    failed = "one night" if t > c1 else (f"{k} nights" if beyond >= k else "")
+    # A loss that has stayed k nights is said so (and needs no retest),
+    # however far beyond the one-night bound tonight is.
+    failed = f"{k} nights" if beyond >= k else ("one night" if t > c1 else "")
     return GateResult(t, c1, ck, failed, beyond, tail_probability(t, _round_df(df), runs))
