@@ -118,6 +118,7 @@ def test_a_slowed_node_is_drained_with_its_reason_and_given_back_once_healthy(cl
         assert "drained node02 again: " in back.stdout, back.stdout[-2000:]
         state, again = _states(cluster)["node02"]
         assert "drain" in state and again.startswith("hpc-health: "), again
+        reason = again      # drained again with tonight's numbers: what it is resumed from
     assert back.returncode == 0, back.stdout[-3000:] + back.stderr
     assert f"resumed node02: healthy among its peers in this run (drained as: {reason})" \
         in back.stdout

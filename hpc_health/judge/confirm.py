@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 #: The tag of a one-night failure its retest did not confirm.
 NOT_CONFIRMED = "not confirmed"
+#: Said of a one-night failure its retest confirmed.
+CONFIRMED = "confirmed by its retest"
 
 
 def wanted(verdict_list: Sequence[Verdict]) -> list[Verdict]:
@@ -53,7 +55,7 @@ def combine(first: Sequence[Verdict], retest: Sequence[Verdict]) -> list[Verdict
                 v, reason=f"{v.reason}; its retest measured nothing ({why}): the failure stands"))
         elif r.verdict == "DEGRADED":
             out.append(dataclasses.replace(
-                v, reason=f"{v.reason}; confirmed by its retest ({signed_pct(r.deviation)})"))
+                v, reason=f"{v.reason}; {CONFIRMED} ({signed_pct(r.deviation)})"))
         else:
             out.append(dataclasses.replace(
                 v, verdict="PASS", one_night=False, tag=NOT_CONFIRMED,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import subprocess
 import sys
 from typing import Any
@@ -43,6 +44,9 @@ def retest(night: Any, report: dict[str, Any], verdict_list: list, past: dict) -
     hashes = _hashes(report, {v.measurement.check for v in todo})
     names = sorted({v.measurement.check for v in todo})
     out, rdir = night.out, night.run_dir / rundirs.RETEST_DIR
+    if not hashes:      # a report without ReFrame's hashes: nothing to select them by
+        print("hpc-health: no retest: the run report names no test case hash", file=out)
+        return verdict_list
     print(f"\nhpc-health: {len(todo)} figure(s) failed on this night alone: measuring "
           f"{len(names)} check(s) again before judging them ({'; '.join(names)})",
           file=out, flush=True)
@@ -55,7 +59,7 @@ def retest(night: Any, report: dict[str, Any], verdict_list: list, past: dict) -
     night.meta["retest"] = said = {"checks": names, "figures": len(todo)}
     said["reframe_exit_code"] = _reframe(cmd, night, rdir)
     if night.stop.signum is not None:
-        said["stopped_by"] = night.stop.signum
+        said["stopped_by"] = signal.Signals(night.stop.signum).name
         return verdict_list
     try:
         after = judged.with_retest(verdict_list, night.run_dir, night.refs, night.run_hw,
@@ -63,7 +67,8 @@ def retest(night: Any, report: dict[str, Any], verdict_list: list, past: dict) -
     except ConfigError as err:      # a reference file that changed meanwhile: say, keep
         said["error"] = str(err)
         return verdict_list
-    said["confirmed"] = sum(1 for v in after if v.one_night)
+    said["confirmed"] = sum(1 for v in after if v.one_night and confirm.CONFIRMED in v.reason)
+    said["withdrawn"] = sum(1 for v in after if v.tag == confirm.NOT_CONFIRMED)
     print(f"hpc-health: retest: {said['confirmed']} of {len(todo)} confirmed", file=out,
           flush=True)
     return after
