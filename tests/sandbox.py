@@ -139,3 +139,26 @@ def code_strings(path):
     return [(node.lineno, node.value) for node in ast.walk(tree)
             if isinstance(node, ast.Constant) and isinstance(node.value, str)
             and id(node) not in docs]
+
+
+def needs_mpicc():
+    """Skip marker of the tests that build the PMPI interposer and run our kernels."""
+    import pytest
+
+    from bench import local_mpi
+    return pytest.mark.skipif(bool(local_mpi.missing_tools()) or not shutil.which("mpicc"),
+                              reason="needs mpirun and mpicc (bash ci/setup.sh installs them)")
+
+
+def barrier_site(root, baseline_runs, samples, **settings):
+    """The sandbox's local site as the MPI_Init tests want it: one rank (the
+    barrier check's figure is then MPI_Init's time), *samples* launches a
+    run, a baseline of *baseline_runs*, and any other site *settings*."""
+    import yaml
+    path = root / "site_configs" / "local" / "site.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["baseline_runs"] = baseline_runs
+    doc["partitions"]["default"]["ranks_per_node"] = 1
+    doc["partitions"]["default"]["kernels"] = {"samples": samples, "barrier_iters": 1000}
+    doc.update(settings)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))

@@ -25,21 +25,19 @@ the fault is the delay alone.
 """
 
 import shlex
-import shutil
 import subprocess
 
 import pytest
 import yaml
-from sandbox import artifacts, environ, hpc_health, make_root
+from sandbox import artifacts, barrier_site, environ, hpc_health, make_root, needs_mpicc
 
-from bench import browser, local_mpi
+from bench import browser
 from bench.fault_injection.tools import build_pmpi_delay
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.quiet,
-    pytest.mark.skipif(bool(local_mpi.missing_tools()) or not shutil.which("mpicc"),
-                       reason="needs mpirun and mpicc (bash ci/setup.sh installs them)"),
+    needs_mpicc(),
 ]
 
 CHECK = ["--", "-n", "BarrierLatency"]
@@ -66,12 +64,7 @@ def journey(tmp_path_factory):
     and days 7 to 10 (MPI_Init 0.4 s slower): what each printed."""
     tmp_path = tmp_path_factory.mktemp("newcomer")
     root = make_root(tmp_path, references=False)
-    path = root / "site_configs" / "local" / "site.yaml"
-    doc = yaml.safe_load(path.read_text())
-    doc["baseline_runs"] = BASELINE_RUNS
-    doc["partitions"]["default"]["ranks_per_node"] = 1
-    doc["partitions"]["default"]["kernels"] = {"samples": 10, "barrier_iters": 1000}
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    barrier_site(root, BASELINE_RUNS, samples=10)
     lib = build_pmpi_delay(tmp_path)
 
     def run(delay_ns):

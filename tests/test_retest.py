@@ -13,22 +13,18 @@ inside the fault and far outside a clean run beside other work.
 """
 
 import os
-import shutil
 import threading
 import time
 
 import pytest
-import yaml
-from sandbox import hpc_health, make_root, store
+from sandbox import barrier_site, hpc_health, make_root, needs_mpicc, store
 
-from bench import local_mpi
 from bench.fault_injection.tools import build_pmpi_delay
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.quiet,
-    pytest.mark.skipif(bool(local_mpi.missing_tools()) or not shutil.which("mpicc"),
-                       reason="needs mpirun and mpicc (bash ci/setup.sh installs them)"),
+    needs_mpicc(),
 ]
 
 CHECK = ["--", "-n", "BarrierLatency"]
@@ -53,15 +49,9 @@ def _lift_when_retested(runs_dir, delay_file, stop):
 def nights(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("retest")
     root = make_root(tmp_path, references=False)
-    path = root / "site_configs" / "local" / "site.yaml"
-    doc = yaml.safe_load(path.read_text())
-    doc["baseline_runs"] = 3
-    doc["partitions"]["default"]["ranks_per_node"] = 1
-    doc["partitions"]["default"]["kernels"] = {"samples": 5, "barrier_iters": 1000}
     # Fail only 50 % worse: three quiet runs can make the bound 3 %, and a
     # clean retest beside other work here was 7 % slower.  The fault is +130 %.
-    doc["tolerance"] = {"BarrierLatency/mpi_init": 0.5}
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    barrier_site(root, 3, samples=5, tolerance={"BarrierLatency/mpi_init": 0.5})
     lib = build_pmpi_delay(tmp_path)
     delay_file = tmp_path / "delay"
     env = {**os.environ, "OMPI_MCA_mca_base_env_list":
