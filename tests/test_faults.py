@@ -302,6 +302,34 @@ def test_the_node_snapshots_count_other_sessions_only():
     assert nodeload.note(quiet) == ""
 
 
+def test_a_hog_started_beside_hpc_health_is_not_the_runs_own(tmp_path):
+    """A hog started by the script (or login shell) that starts hpc-health
+    shares its session: it is still another process, named beside the
+    verdicts, while hpc-health, its callers and what it started are ours."""
+    from hpc_health import processes
+    job = tmp_path / "job.py"
+    job.write_text("import json, sys, time\n"
+                   "from hpc_health.jobside import nodeload\n"
+                   "nodeload.NAMED = 1000\n"
+                   "before = nodeload.snapshot(); time.sleep(1.5); after = nodeload.snapshot()\n"
+                   "print(json.dumps([nodeload.busy(before, after), after['our_pids']]))\n")
+    # hpc-health's stand-in starts the job in a session of its own, as
+    # ReFrame does; the hog is its sibling, in the script's session.
+    runner = (f"import os, subprocess, sys\nos.environ[{processes.PARENT_VAR!r}] = "
+              f"str(os.getpid())\nsys.exit(subprocess.call([sys.executable, {str(job)!r}], "
+              "start_new_session=True))")
+    spin = f"{sys.executable} -c 'while True: pass'"
+    script = (f"{spin} & hog=$!; echo $hog; {sys.executable} -c \"{runner}\"; "
+              "kill $hog")
+    res = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert res.returncode == 0, res.stderr
+    hog_pid, result = res.stdout.splitlines()
+    info, our_pids = json.loads(result)
+    assert hog_pid not in our_pids and str(os.getpid()) in our_pids
+    assert int(hog_pid) in [pid for pid, _, _ in info["busiest"]], info
+
+
 def test_load_of_processes_no_snapshot_saw_is_counted():
     # The node spent 2.5 cores; our session 1 core; the processes seen in
     # both snapshots nothing: 1.5 cores came from processes that came and went.

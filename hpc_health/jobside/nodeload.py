@@ -6,8 +6,9 @@ like a degraded machine.  Each check's job takes a snapshot of the node
 before and after the benchmark (``python -m hpc_health.jobside.nodeload
 snapshot FILE``): the load average, the node's own CPU accounting (``/proc/stat``)
 and the CPU time of every process, with that of its reaped children.
-Processes of the job's own session are ours; what the node spent besides
-them, in cores, says how busy it was.  Counting the node's total rather
+Processes of the job's own session are ours, and so is the chain that
+started it up to hpc-health, with everything hpc-health started; what the
+node spent besides them, in cores, says how busy it was.  Counting the node's total rather
 than the processes seen at both snapshots also catches load made of short
 processes started one after another (a loop of benchmarks, a build), which
 no snapshot ever sees alive.
@@ -46,15 +47,40 @@ def _node_busy_seconds():
     return (user + nice + system) / os.sysconf("SC_CLK_TCK")
 
 
-def _our_sessions(procs):
-    """Sessions of this job and of everything that started it (the
-    scheduler's step daemon, ReFrame, hpc-health): their CPU time is the
-    run's own.  Session 0 holds the kernel's threads, which are not jobs."""
-    ours, pid = {0, os.getsid(0)}, str(os.getpid())
+def _ours(procs):
+    """(sessions, pids) whose CPU time is the run's own: the sessions of this
+    job and of everything that started it (the scheduler's step daemon,
+    ReFrame), up to hpc-health itself; from hpc-health up (its shell, cron,
+    a login) only those processes, not their sessions, and below it every
+    process it started.  A hog started from the same login session or
+    script as hpc-health is another process, not the run's.  Session 0
+    holds the kernel's threads, which are not jobs."""
+    sessions, pids, pid = {0, os.getsid(0)}, set(), str(os.getpid())
+    top = os.environ.get(processes.PARENT_VAR, "")
     while pid in procs and pid not in ("0", "1"):
-        ours.add(procs[pid][2])
+        if pid == top:
+            break
+        sessions.add(procs[pid][2])
         pid = str(procs[pid][3])
-    return sorted(ours)
+    if pid == top and pid in procs:
+        pids |= _descendants(procs, pid)
+        while pid in procs and pid not in ("0", "1"):
+            pids.add(pid)
+            pid = str(procs[pid][3])
+    return sorted(sessions), sorted(pids, key=int)
+
+
+def _descendants(procs, root):
+    children = {}
+    for pid, stat in procs.items():
+        children.setdefault(str(stat[3]), []).append(pid)
+    found, todo = {root}, [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
 
 
 def snapshot():
@@ -66,8 +92,9 @@ def snapshot():
             continue    # gone meanwhile
     with open("/proc/loadavg") as fp:
         load = float(fp.read().split()[0])
+    sessions, pids = _ours(procs)
     return {"time": time.time(), "load": load, "cpus": os.cpu_count(),
-            "node_cpu_s": _node_busy_seconds(), "ours": _our_sessions(procs),
+            "node_cpu_s": _node_busy_seconds(), "ours": sessions, "our_pids": pids,
             "procs": {pid: list(stat) for pid, stat in procs.items()}}
 
 
@@ -76,11 +103,17 @@ def busy(before, after):
     {"load", "cpus", "other_cores", "busiest": [[pid, command, cores]]}."""
     elapsed = max(after["time"] - before["time"], 1e-3)
     ours = set(before["ours"]) | set(after["ours"])
+    our_pids = set(before.get("our_pids", ())) | set(after.get("our_pids", ()))
+
+    def is_ours(pid, stat):
+        return stat[2] in ours or pid in our_pids
+
     spent_before = _reaped_before(before, after)
     used = []
-    for pid, (comm, cpu_s, session, *_) in after["procs"].items():
-        if session in ours:
+    for pid, stat in after["procs"].items():
+        if is_ours(pid, stat):
             continue
+        comm, cpu_s = stat[0], stat[1]
         start = before["procs"].get(pid)
         delta = cpu_s - (start[1] if start and start[0] == comm else 0.0)
         if start and start[0] == comm:
@@ -93,7 +126,7 @@ def busy(before, after):
         # Ours, as totals of each snapshot: a child reaped between them moves
         # its time into its parent's, so the difference counts it once.
         def our_total(snap):
-            return sum(p[1] for p in snap["procs"].values() if p[2] in ours)
+            return sum(p[1] for pid, p in snap["procs"].items() if is_ours(pid, p))
         node = (after["node_cpu_s"] - before["node_cpu_s"]) / elapsed
         mine = (our_total(after) - our_total(before)) / elapsed
         unseen = node - mine - others
