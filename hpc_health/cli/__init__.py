@@ -5,6 +5,7 @@ others."""
 # The C module under `signal`: already loaded, no Python to import (the
 # enum module `signal` imports is itself a window for a signal).
 import _signal
+import os
 
 #: The signals that stop a command, and 128 + their number is its exit code.
 STOPS = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP)
@@ -15,9 +16,11 @@ def quiet_stops():
     with 128 + its number and nothing else: one that comes while Python is
     still importing the command (the first second of a night) has nothing to
     stop or keep, and Python's own SIGINT handler would print a
-    KeyboardInterrupt traceback from whatever module was loading."""
+    KeyboardInterrupt traceback from whatever module was loading.  Ended
+    at once, not by an exception: one raised inside an import's lock
+    callback or a finaliser is printed as ignored, and the command went on."""
     def stop(signum, frame):
-        raise SystemExit(128 + signum)
+        os._exit(128 + signum)
 
     before = {}
     for s in STOPS:

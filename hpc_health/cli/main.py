@@ -30,8 +30,6 @@ from hpc_health.cli import (  # noqa: E402
 from hpc_health.cli.common import ErrorGroup  # noqa: E402
 from hpc_health.errors import ConfigError  # noqa: E402
 
-_restore()
-
 
 @click.group(cls=ErrorGroup)
 @click.version_option(__version__, prog_name="hpc-health")
@@ -64,6 +62,10 @@ for command in (runs.run, runs.validate, runs.report, runs.runs_cmd, reference.r
                 history.history, compare.compare, export.export_cmd, export.import_cmd,
                 spack.spack, push.push, nodes.nodes, nodes.node_check):
     cli.add_command(command)
+
+# Here, not after the imports: the decorators above import too (the
+# parsers' names for `parse`).
+_restore()
 
 
 def tolerant_streams():
