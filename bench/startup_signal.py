@@ -41,17 +41,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def classify(err: bytes) -> str:
+def classify(err: bytes | str) -> str:
     """What a struck command printed on stderr: ``quiet``, ``python's
     start-up`` (a traceback from no line of the suite but the one importing
     the signal handler itself), or ``ours``."""
-    text = err.decode(errors="replace")
+    text = err.decode(errors="replace") if isinstance(err, bytes) else err
     if not any(w in text for w in ("Traceback", "KeyboardInterrupt", "Fatal Python error")):
         return "quiet"
     lines = text.splitlines()
     for i, line in enumerate(lines):
         frame = re.match(r'\s+File "([^"]+)", line \d+', line)
-        if frame and frame.group(1).startswith(str(REPO / "hpc_health")):
+        if frame and "/hpc_health/" in frame.group(1):
             source = lines[i + 1] if i + 1 < len(lines) else ""
             if "quiet_stops" not in source:
                 return "ours"

@@ -20,6 +20,16 @@ Traceback (most recent call last):
 KeyboardInterrupt
 """
 
+# The line that installs the suite's handler, and runpy's standard library.
+HANDLER_IMPORT = """Traceback (most recent call last):
+  File "<frozen runpy>", line 198, in _run_module_as_main
+  File "/usr/lib/python3.11/contextlib.py", line 6, in <module>
+    from collections import deque
+  File "/work/x/hpc_health/__main__.py", line 1, in <module>
+    from hpc_health.cli import quiet_stops
+KeyboardInterrupt
+"""
+
 QUOTED = """hpc-health: ReFrame exited with 1
 ReFrame's last lines:
 Traceback (most recent call last):
@@ -33,6 +43,7 @@ def test_the_suites_traceback_is_counted_and_pythons_start_up_told_apart():
     assert own_traceback(SUITE).endswith("OSError: boom")
     assert not own_traceback(SUITE).startswith("python start-up: ")
     assert own_traceback(STARTUP).startswith("python start-up: ")
+    assert own_traceback(HANDLER_IMPORT).startswith("python start-up: ")
     assert own_traceback(QUOTED) == ""
     # A KeyboardInterrupt inside the suite's own modules is the suite's.
     ours = SUITE.replace("OSError: boom", "KeyboardInterrupt")

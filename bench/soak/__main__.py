@@ -41,6 +41,7 @@ from pathlib import Path
 
 import yaml
 
+from bench import startup_signal
 from bench.fault_injection.hpc_health_run import throwaway_root
 
 SITE = "local"
@@ -73,12 +74,9 @@ def own_traceback(text):
     if TRACEBACK not in text:
         return ""
     tail = text[text.index(TRACEBACK):].strip().splitlines()
-    frames = [ln for ln in tail if ln.lstrip().startswith('File "')]
-    # The suite's own modules (not the editable install's finder, which
-    # site runs from site-packages before any of them).
-    ours = [ln for ln in frames if "/hpc_health/" in ln or "/reframe_checks/" in ln]
     said = " | ".join(tail[-6:])
-    if not ours and tail[-1].strip() == "KeyboardInterrupt":
+    if tail[-1].strip() == "KeyboardInterrupt" and \
+            startup_signal.classify(text) == "python's start-up":
         return "python start-up: " + said
     return said
 
