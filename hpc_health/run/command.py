@@ -3,9 +3,11 @@ options a run passes, and the environment it runs in."""
 
 import ast
 import contextlib
+import functools
 import glob
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -135,6 +137,17 @@ def reframe_environ(run_id=None, log=None):
     if run_id:
         env[RUN_ID_VAR] = run_id
     return env
+
+
+def start_reframe(cmd, env):
+    """ReFrame started in its own process group: a stop reaches every
+    benchmark it started, and a Ctrl-C at the terminal reaches only us, who
+    pass it on.  Its output is read as text with errors="replace": under an
+    ASCII locale a byte ReFrame or a benchmark wrote in UTF-8 must not end
+    the reading of it."""
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            errors="replace", bufsize=1, env=env, start_new_session=True,
+                            preexec_fn=functools.partial(processes.child_setup, os.getpid()))
 
 
 def rounds_for(site, per_node, rounds=None):

@@ -60,3 +60,18 @@ def last_lines(path, count):
             elif not skipping:
                 kept.append(line)
     return kept[-count:]
+
+
+def relay(proc, log, out, shown, after=None):
+    """ReFrame's output line by line into *log* (all of it) and *out* (the
+    lines *shown* keeps, each followed by what *after* says of it), until
+    it ends."""
+    for line in proc.stdout:
+        log.write(line)
+        if shown(line):
+            out.write(line)
+            said = after(line) if after else None
+            if said:
+                out.write(said + "\n")
+            out.flush()
+    proc.wait()

@@ -12,19 +12,16 @@ ReFrame as during the night; the failures then stand unconfirmed.
 
 from __future__ import annotations
 
-import functools
-import os
 import signal
-import subprocess
 import sys
 from typing import Any
 
 from hpc_health import processes
 from hpc_health.errors import ConfigError
 from hpc_health.judge import confirm
-from hpc_health.run.command import reframe_command, reframe_environ
+from hpc_health.run.command import reframe_command, reframe_environ, start_reframe
 from hpc_health.run.console import ProgressFilter
-from hpc_health.run.reframe_output import Kept
+from hpc_health.run.reframe_output import Kept, relay
 from hpc_health.run.signals import Stopped, stop_process_group
 from hpc_health.store import judged, rundirs
 
@@ -110,18 +107,8 @@ def _reframe(cmd: list[str], night: Any, rdir: Any) -> int | None:
     with Kept(rdir / "reframe.out") as log:
         try:
             night.stop.arm()
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, errors="replace", bufsize=1, env=env,
-                                    start_new_session=True,
-                                    preexec_fn=functools.partial(processes.child_setup,
-                                                                 os.getpid()))
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                log.write(line)
-                if shown(line):
-                    night.out.write(line)
-                    night.out.flush()
-            proc.wait()
+            proc = start_reframe(cmd, env)
+            relay(proc, log, night.out, shown)
         except Stopped as err:
             print(f"\nhpc-health: {err.name} received: stopping the retest; the night's "
                   "failures stand, unconfirmed", file=sys.stderr, flush=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import functools
 import os
 import shutil
 import signal
@@ -28,6 +27,7 @@ from hpc_health.run.command import (
     reframe_command,
     reframe_environ,
     rounds_for,
+    start_reframe,
 )
 from hpc_health.run.console import (
     Progress,
@@ -47,7 +47,7 @@ from hpc_health.run.provenance import (
     site_hardware,
     software_stack,
 )
-from hpc_health.run.reframe_output import Kept, last_lines, ran_no_check, started_a_check
+from hpc_health.run.reframe_output import Kept, last_lines, ran_no_check, relay, started_a_check
 from hpc_health.run.signals import StopNow, Stopped, StopSignals, stop_process_group
 from hpc_health.spack import prebuild
 from hpc_health.spack.kit import find_spack
@@ -191,25 +191,8 @@ def _reframe(night, stop):
             if _prebuild(night, env):
                 # The pace of the checks, not of the builds.
                 progress.start = progress.clock()
-            # ReFrame in its own process group: a stop reaches every benchmark
-            # it started, and a Ctrl-C at the terminal reaches only us, who
-            # pass it on.
-            # errors="replace": under an ASCII locale a byte ReFrame or a
-            # benchmark wrote in UTF-8 must not end the reading of its output.
-            proc = subprocess.Popen(night.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, errors="replace", bufsize=1, env=env,
-                                    start_new_session=True,
-                                    preexec_fn=functools.partial(processes.child_setup,
-                                                                 os.getpid()))
-            for line in proc.stdout:
-                log.write(line)
-                if shown(line):
-                    out.write(line)
-                    where = progress(line)
-                    if where:
-                        out.write(where + "\n")
-                    out.flush()
-            proc.wait()
+            proc = start_reframe(night.cmd, env)
+            relay(proc, log, out, shown, progress)
         except Stopped as err:
             _stopping(err, proc, log)
     stop.closing()
