@@ -8,10 +8,10 @@ snapshot FILE``): the load average, the node's own CPU accounting (``/proc/stat`
 and the CPU time of every process, with that of its reaped children.
 Processes of the job's own session are ours, and so is the chain that
 started it up to hpc-health, with everything hpc-health started; what the
-node spent besides them, in cores, says how busy it was.  Counting the node's total rather
-than the processes seen at both snapshots also catches load made of short
-processes started one after another (a loop of benchmarks, a build), which
-no snapshot ever sees alive.
+node spent besides them, in cores, says how busy it was.  Counting the
+node's total rather than the processes seen at both snapshots also catches
+load made of short processes started one after another (a loop of
+benchmarks, a build), which no snapshot ever sees alive.
 """
 
 import json
