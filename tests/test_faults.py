@@ -308,17 +308,10 @@ def test_a_hog_started_beside_hpc_health_is_not_the_runs_own(tmp_path):
     verdicts, while hpc-health, its callers and what it started are ours."""
     from hpc_health import processes
     job = tmp_path / "job.py"
-    job.write_text("import json, os, time\n"
+    job.write_text("import json, sys, time\n"
                    "from hpc_health.jobside import nodeload\n"
                    "nodeload.NAMED = 1000\n"
-                   "hog = os.environ['HOG']; before = nodeload.snapshot()\n"
-                   # Wait for the hog to have run: a VM whose host stalls it
-                   # can give a process no CPU for seconds of wall time.
-                   "deadline = time.time() + 30\n"
-                   "while (nodeload._proc_stat(hog)[1] - before['procs'][hog][1] < 0.5\n"
-                   "       and time.time() < deadline):\n"
-                   "    time.sleep(0.1)\n"
-                   "after = nodeload.snapshot()\n"
+                   "before = nodeload.snapshot(); time.sleep(1.5); after = nodeload.snapshot()\n"
                    "print(json.dumps([nodeload.busy(before, after), after['our_pids']]))\n")
     # hpc-health's stand-in starts the job in a session of its own, as
     # ReFrame does; the hog is its sibling, in the script's session.
@@ -326,7 +319,7 @@ def test_a_hog_started_beside_hpc_health_is_not_the_runs_own(tmp_path):
               f"str(os.getpid())\nsys.exit(subprocess.call([sys.executable, {str(job)!r}], "
               "start_new_session=True))")
     spin = f"{sys.executable} -c 'while True: pass'"
-    script = (f"{spin} & hog=$!; echo $hog; HOG=$hog {sys.executable} -c \"{runner}\"; "
+    script = (f"{spin} & hog=$!; echo $hog; {sys.executable} -c \"{runner}\"; "
               "kill $hog")
     res = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -361,13 +354,7 @@ def test_a_loop_of_short_processes_makes_the_node_busy():
     try:
         time.sleep(0.3)
         before = nodeload.snapshot()
-        # At least 2 s, and until the loop has had some CPU: a VM whose host
-        # stalls it can give it none for seconds of wall time.
-        start, deadline = before["procs"][str(loop.pid)][1], time.monotonic() + 30
         time.sleep(2.0)
-        while (nodeload._proc_stat(loop.pid)[1] - start < 0.5
-               and time.monotonic() < deadline):
-            time.sleep(0.1)
         after = nodeload.snapshot()
     finally:
         os.killpg(loop.pid, signal.SIGKILL)
@@ -378,7 +365,7 @@ def test_a_loop_of_short_processes_makes_the_node_busy():
     # share of the cores (2 of 13 at a load of 12), and all of it counts.
     elapsed = after["time"] - before["time"]
     loop_cores = (after["procs"][str(loop.pid)][1] - before["procs"][str(loop.pid)][1]) / elapsed
-    assert loop_cores * elapsed >= 0.5, info
+    assert loop_cores > 0.1, info
     # Less what the child running at the first snapshot had used before it
     # (its time reaches the shell whole when reaped): that is not this check's.
     earlier = sum(p[1] for pid, p in before["procs"].items()
