@@ -302,11 +302,28 @@ def test_the_node_snapshots_count_other_sessions_only():
     assert nodeload.note(quiet) == ""
 
 
-def test_a_hog_started_beside_hpc_health_is_not_the_runs_own(tmp_path):
+def _in_a_pid_namespace():
+    """The command prefix that runs a command in a PID namespace of its own
+    (as root), where every session whose leader is outside reads as 0."""
+    prefix = ["unshare", "--pid", "--fork", "--mount-proc"]
+    try:
+        ok = subprocess.run([*prefix, "true"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    if not ok:
+        pytest.skip("no PID namespace here: unshare --pid needs root (CI runs as root)")
+    return prefix
+
+
+@pytest.mark.parametrize("namespace", [False, True], ids=["host", "session-0"])
+def test_a_hog_started_beside_hpc_health_is_not_the_runs_own(tmp_path, namespace):
     """A hog started by the script (or login shell) that starts hpc-health
     shares its session: it is still another process, named beside the
-    verdicts, while hpc-health, its callers and what it started are ours."""
+    verdicts, while hpc-health, its callers and what it started are ours.
+    So too when that session reads 0, as under an init that never made one
+    (this project's CI) or in a container: session 0 is nobody's."""
     from hpc_health import processes
+    prefix = _in_a_pid_namespace() if namespace else []
     job = tmp_path / "job.py"
     job.write_text("import json, sys, time\n"
                    "from hpc_health.jobside import nodeload\n"
@@ -321,12 +338,12 @@ def test_a_hog_started_beside_hpc_health_is_not_the_runs_own(tmp_path):
     spin = f"{sys.executable} -c 'while True: pass'"
     script = (f"{spin} & hog=$!; echo $hog; {sys.executable} -c \"{runner}\"; "
               "kill $hog")
-    res = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60,
+    res = subprocess.run([*prefix, "sh", "-c", script], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert res.returncode == 0, res.stderr
     hog_pid, result = res.stdout.splitlines()
     info, our_pids = json.loads(result)
-    assert hog_pid not in our_pids and str(os.getpid()) in our_pids
+    assert hog_pid not in our_pids and (namespace or str(os.getpid()) in our_pids)
     assert int(hog_pid) in [pid for pid, _, _ in info["busiest"]], info
 
 
@@ -344,7 +361,16 @@ def test_load_of_processes_no_snapshot_saw_is_counted():
     assert "other processes used 1.5 cores" in nodeload.note(info)
 
 
-def test_a_loop_of_short_processes_makes_the_node_busy():
+def _snapshot(path):
+    """A snapshot taken as a job takes it, by a process of its own; in a
+    session of its own too, as a job's is: under the CI this test process
+    sits in session 0, whose processes are told apart by pid."""
+    subprocess.run([sys.executable, "-m", "hpc_health.jobside.nodeload", "snapshot", str(path)],
+                   check=True, start_new_session=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    return json.loads(path.read_text())
+
+
+def test_a_loop_of_short_processes_makes_the_node_busy(tmp_path):
     """A job made of short processes started one after another (a loop
     running a benchmark again and again): none is alive at both snapshots,
     yet their CPU time is counted, as the loop's."""
@@ -353,9 +379,9 @@ def test_a_loop_of_short_processes_makes_the_node_busy():
     loop = subprocess.Popen(["sh", "-c", f"while :; do {burn}; done"], start_new_session=True)
     try:
         time.sleep(0.3)
-        before = nodeload.snapshot()
+        before = _snapshot(tmp_path / "before.json")
         time.sleep(2.0)
-        after = nodeload.snapshot()
+        after = _snapshot(tmp_path / "after.json")
     finally:
         os.killpg(loop.pid, signal.SIGKILL)
         loop.wait()

@@ -25,15 +25,18 @@ from hpc_health import processes
 BUSY_CORES = 0.25
 #: How many of the busiest other processes a note names.
 NAMED = 3
+#: The flag of a kernel thread in /proc/PID/stat (include/linux/sched.h).
+PF_KTHREAD = 0x00200000
 
 
 def _proc_stat(pid):
-    """(command, CPU seconds, session id, parent pid) of a process; the CPU
-    seconds include those of its children that exited and were reaped (a
-    shell loop's benchmarks are the shell's)."""
+    """(command, CPU seconds, session id, parent pid, kernel thread?) of a
+    process; the CPU seconds include those of its children that exited and
+    were reaped (a shell loop's benchmarks are the shell's)."""
     comm, fields = processes.proc_stat(pid)
     ticks = sum(int(f) for f in fields[11:15])      # utime stime cutime cstime
-    return comm, ticks / os.sysconf("SC_CLK_TCK"), int(fields[3]), int(fields[1])
+    return (comm, ticks / os.sysconf("SC_CLK_TCK"), int(fields[3]), int(fields[1]),
+            bool(int(fields[6]) & PF_KTHREAD))
 
 
 def _node_busy_seconds():
@@ -53,15 +56,26 @@ def _ours(procs):
     ReFrame), up to hpc-health itself; from hpc-health up (its shell, cron,
     a login) only those processes, not their sessions, and below it every
     process it started.  A hog started from the same login session or
-    script as hpc-health is another process, not the run's.  Session 0
-    holds the kernel's threads, which are not jobs."""
-    sessions, pids, pid = {0, os.getsid(0)}, set(), str(os.getpid())
+    script as hpc-health is another process, not the run's.
+
+    Session 0 is nobody's: it holds the kernel's threads, and every process
+    whose session leader is outside this PID namespace (a container) or that
+    an init started without a session of its own (this project's CI).  Those
+    are told apart by pid: the job's are what its script (the snapshot's
+    parent) started, the kernel's threads carry their flag."""
+    sessions, pids, pid = {os.getsid(0)}, set(), str(os.getpid())
     top = os.environ.get(processes.PARENT_VAR, "")
+    script = str(procs[pid][3]) if pid in procs else "0"
+    if os.getsid(0) == 0 and script not in ("0", "1"):
+        pids |= _descendants(procs, script)
     while pid in procs and pid not in ("0", "1"):
         if pid == top:
             break
         sessions.add(procs[pid][2])
+        pids.add(pid)
         pid = str(procs[pid][3])
+    sessions.discard(0)
+    pids |= {p for p, stat in procs.items() if len(stat) > 4 and stat[4]}
     if pid == top and pid in procs:
         pids |= _descendants(procs, pid)
         while pid in procs and pid not in ("0", "1"):
