@@ -20,20 +20,22 @@ def _v(verdict, deviation, one_night=False, variable="mpi_init", reason="r"):
 def test_a_retest_within_its_bound_withdraws_the_failure_and_says_both():
     (v,) = confirm.combine([_v("DEGRADED", 1.7, True, reason="+170 % on one night")],
                            [_v("PASS", 0.02)])
-    assert (v.verdict, v.tag, v.one_night) == ("PASS", confirm.NOT_CONFIRMED, False)
+    assert (v.verdict, v.tag, v.one_night, v.retest) == ("PASS", confirm.NOT_CONFIRMED, False,
+                                                         "withdrawn")
     assert v.reason.startswith("+170 % on one night, but +2.0 % on its retest")
 
 
 def test_a_retest_beyond_its_bound_confirms_the_failure():
     (v,) = confirm.combine([_v("DEGRADED", 1.7, True)], [_v("DEGRADED", 1.6, True)])
-    assert v.verdict == "DEGRADED" and v.reason.endswith("confirmed by its retest (+160 %)")
+    assert v.verdict == "DEGRADED" and v.retest == "confirmed"
+    assert v.reason.endswith("confirmed by its retest (+160 %)")
 
 
 def test_a_retest_that_measured_nothing_leaves_the_failure_standing():
     first = [_v("DEGRADED", 1.7, True), _v("DEGRADED", 0.5, True, variable="other")]
     crashed = Verdict(_m(value=None), "FAIL", reason="sanity: no output")
     out = confirm.combine(first, [crashed])
-    assert [v.verdict for v in out] == ["DEGRADED", "DEGRADED"]
+    assert [(v.verdict, v.retest) for v in out] == [("DEGRADED", "stands")] * 2
     assert "its retest measured nothing (sanity: no output)" in out[0].reason
     assert "its retest measured nothing (not run)" in out[1].reason
 
@@ -43,6 +45,7 @@ def test_only_one_night_failures_are_retested_or_changed():
     passed = _v("PASS", 0.01, variable="x")
     assert confirm.wanted([stayed, passed]) == []
     assert confirm.combine([stayed, passed], [_v("PASS", 0.0)]) == [stayed, passed]
+    assert stayed.retest == passed.retest == ""
 
 
 def test_the_retest_chooses_its_own_checks_and_keeps_the_nights_other_options():

@@ -52,13 +52,15 @@ def combine(first: Sequence[Verdict], retest: Sequence[Verdict]) -> list[Verdict
         if r is None or r.deviation is None or r.verdict not in ("PASS", "DEGRADED", "IMPROVED"):
             why = "not run" if r is None else (r.reason.split(";")[0] or r.verdict)
             out.append(dataclasses.replace(
-                v, reason=f"{v.reason}; its retest measured nothing ({why}): the failure stands"))
+                v, retest="stands",
+                reason=f"{v.reason}; its retest measured nothing ({why}): the failure stands"))
         elif r.verdict == "DEGRADED":
             out.append(dataclasses.replace(
-                v, reason=f"{v.reason}; {CONFIRMED} ({signed_pct(r.deviation)})"))
+                v, retest="confirmed",
+                reason=f"{v.reason}; {CONFIRMED} ({signed_pct(r.deviation)})"))
         else:
             out.append(dataclasses.replace(
-                v, verdict="PASS", one_night=False, tag=NOT_CONFIRMED,
+                v, verdict="PASS", one_night=False, tag=NOT_CONFIRMED, retest="withdrawn",
                 reason=(f"{v.reason}, but {signed_pct(r.deviation)} on its retest minutes later: "
                         f"an episode of the noise, not a loss that stayed")))
     return out

@@ -58,6 +58,10 @@ class Verdict:
     #: DEGRADED by the gate's one-night rule: a retest confirms it or not
     #: (:mod:`hpc_health.judge.confirm`)
     one_night: bool = False
+    #: what its retest made of a one-night failure: "confirmed", "withdrawn"
+    #: (:data:`~hpc_health.judge.confirm.NOT_CONFIRMED`), "stands" (the
+    #: retest measured nothing); "" when there was none
+    retest: str = ""
 
 
 def stats_reference(m: Measurement, provenance: dict[str, Any] | None = None) -> stats.Reference:

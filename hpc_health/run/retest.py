@@ -64,8 +64,8 @@ def retest(night: Any, report: dict[str, Any], verdict_list: list, past: dict) -
     except ConfigError as err:      # a reference file that changed meanwhile: say, keep
         said["error"] = str(err)
         return verdict_list
-    said["confirmed"] = sum(1 for v in after if v.one_night and confirm.CONFIRMED in v.reason)
-    said["withdrawn"] = sum(1 for v in after if v.tag == confirm.NOT_CONFIRMED)
+    said["confirmed"] = sum(1 for v in after if v.retest == "confirmed")
+    said["withdrawn"] = sum(1 for v in after if v.retest == "withdrawn")
     print(f"hpc-health: retest: {said['confirmed']} of {len(todo)} confirmed", file=out,
           flush=True)
     return after
