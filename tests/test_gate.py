@@ -112,6 +112,25 @@ def test_a_loss_that_stays_fails_on_its_third_night_with_its_nights_said():
     assert night.tag.startswith("3 nights, -")
 
 
+def test_busy_nights_count_towards_a_loss_that_stays_only_on_a_busy_night():
+    """The loss of the test above on busy nights: a node loaded night after
+    night fails; a quiet night after busy ones is judged on its own, and
+    busy nights never feed the spread."""
+    prov, ref = _prov(series("stream_triad_1t")[:5])
+    noise = gating.noise_of(prov)
+    lv = gate.levels(1.0, 10, 1)
+    scale = noise.spread * math.sqrt(1 + 1 / noise.runs)
+    c1 = gate.threshold(lv.one_night, noise.df, noise.runs)
+    c3 = gate.threshold(lv.persist, noise.df, noise.runs, 3)
+    loss = math.exp(-0.5 * (c1 + c3) * scale)
+    busy = [nights.Night(f"n{k}", f"2027-01-0{k + 1}", ref * loss, False, False)
+            for k in range(4)]
+    night = gating.judge_night(ref * loss, ref, "higher", prov, busy, 10, 1.0, busy=True)
+    assert night.verdict == "DEGRADED" and night.tag.startswith("3 nights, -"), night.reason
+    quiet = gating.judge_night(ref * loss, ref, "higher", prov, busy, 10, 1.0)
+    assert quiet.verdict == "PASS" and quiet.noise.nights == 0, quiet.reason
+
+
 def test_a_declared_tolerance_wider_than_the_loss_keeps_it_a_pass():
     prov, ref = _prov(series("stream_triad_1t")[:5])
     night = gating.judge_night(ref * 0.7, ref, "higher", prov, [], 10, 1.0, tolerance=0.4)

@@ -223,10 +223,15 @@ def tolerance_of(tolerances: Mapping[str, float] | None, test: str, variable: st
 
 def judge_night(value: float, reference: float, direction: str, prov: Mapping[str, Any],
                 past: Sequence[Any], checks: int, budget: float,
-                tolerance: float | None = None) -> Night | None:
+                tolerance: float | None = None, busy: bool = False) -> Night | None:
     """Tonight's figure against its reference under the gate, with the
     figure's past nights (:class:`hpc_health.judge.nights.Night`, oldest
-    first); None for a reference without a captured spread."""
+    first); None for a reference without a captured spread.
+
+    A busy night counts towards a loss that stays only while the node stays
+    busy (*busy*: tonight is too): a node that other processes load night
+    after night is a sick node, and its loss fails with the load named
+    beside it; a quiet night after busy ones starts afresh."""
     # The nights since the capture: its baseline runs are in the spread already.
     runs = prov.get("runs")
     captured, baseline = str(prov.get("captured") or ""), set(runs if isinstance(runs, list) else ())
@@ -240,8 +245,8 @@ def judge_night(value: float, reference: float, direction: str, prov: Mapping[st
         return None
     recent: list[float] = []
     for n in list(past)[::-1][:window]:
-        if not n.counts:
-            break       # a busy night breaks the nights in a row
+        if not (n.counts or busy):
+            break       # a busy night breaks a quiet night's run
         recent.insert(0, worse_log(n.value, reference, direction))
     dev = worse_log(value, reference, direction)
     res = gate.judge(dev, recent, noise.spread, noise.df, noise.runs,

@@ -11,8 +11,9 @@ episodes (a latency at 2.6x for five runs, IOR between two levels 17 %
 apart) must teach the gate its episodes, and only the nights it failed on
 can; a loss that has not ended feeds nothing (each night's weight is
 bounded too, :func:`hpc_health.stats.gate.learned_spread`).  A busy
-night's figure counts for neither (the load it measured is not the
-machine's), and breaks a run of nights beyond the threshold.
+night's figure never feeds the spread (the load it measured is not the
+machine's); it counts towards a loss that stays only for a night that is
+busy too (:func:`hpc_health.judge.gating.judge_night`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class Night:
     started: str
     value: float
     healthy: bool        # may feed the figure's spread (quiet, not DRIFTING)
-    counts: bool         # may count towards the persistence rule
+    counts: bool         # counts towards the persistence rule (False: busy)
     failed: bool = False    # DEGRADED that night
 
 

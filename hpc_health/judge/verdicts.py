@@ -176,12 +176,11 @@ def judge_all(measurements: Sequence[Measurement], refs: ReferenceSet | None = N
             reason = "; ".join(r for r in (why, label(m)) if r)
             out[i] = Verdict(m, NO_REFERENCE, reason=reason)
             continue
-        if gating.noise_of(prov) is not None:
-            out[i] = _gated(m, found[1], prov, (past or {}).get(nights.figure_key(m), []),
-                            checks, budget, settings.get("tolerance"),
-                            float(settings.get("reference_max_mdc") or 0.5))
-            continue
-        legacy.append((i, prov, found[1]))
+        out[i] = _gated(m, found[1], prov, (past or {}).get(nights.figure_key(m), []),
+                        checks, budget, settings.get("tolerance"),
+                        float(settings.get("reference_max_mdc") or 0.5))
+        if out[i] is None:
+            legacy.append((i, prov, found[1]))
     for i, v in _judged_per_run(measurements, legacy, alpha):
         out[i] = v
     for v in out:
@@ -212,10 +211,14 @@ def _judged_per_run(measurements, legacy, alpha):
 
 
 def _gated(m, xfail, prov, past_nights, checks, budget, tolerances, max_mdc):
-    """A figure judged by the gate, with its xfail and weak notes."""
+    """A figure judged by the gate, with its xfail and weak notes; None for
+    a reference captured without its spread."""
     value = stats.location(m.samples or [m.value])
     tol = gating.tolerance_of(tolerances, m.test, m.variable)
-    night = gating.judge_night(value, m.ref, m.better, prov, past_nights, checks, budget, tol)
+    night = gating.judge_night(value, m.ref, m.better, prov, past_nights, checks, budget, tol,
+                               busy=bool(m.busy))
+    if night is None:
+        return None
     verdict, reason = night.verdict, night.reason + _rounds_note(m, prov)
     # Tonight's enforced bound, as the table shows it (the file's is the capture's).
     m.lower, m.upper = ((-min(night.bound, 0.99), m.upper) if m.better == "higher"
