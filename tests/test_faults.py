@@ -300,6 +300,11 @@ def test_the_node_snapshots_count_other_sessions_only():
                                           "used 2.0 cores")
     quiet = nodeload.busy(before, {**before, "time": 10.0})
     assert nodeload.note(quiet) == ""
+    # An init that woke for a moment is not named beside a hog.
+    named = nodeload.note(nodeload.busy(
+        {**before, "ours": [7], "procs": {"20": ["stress", 5.0, 20], "1": ["process_api", 0.1, 0]}},
+        {**after, "ours": [7], "procs": {"20": ["stress", 20.0, 20], "1": ["process_api", 0.2, 0]}}))
+    assert named.endswith("(pid command cores: 20 stress 1.5)"), named
 
 
 def _in_a_pid_namespace():

@@ -179,9 +179,12 @@ def note(info):
     """'node busy: …' when other processes used the node, else ''."""
     if not info or info.get("other_cores", 0) < BUSY_CORES:
         return ""
-    who = ", ".join(f"{pid} {comm} {cores:.1f}" for pid, comm, cores in info["busiest"])
+    # A process that used less than a twentieth of a core names nothing.
+    who = ", ".join(f"{pid} {comm} {cores:.1f}" for pid, comm, cores in info["busiest"]
+                    if cores >= 0.05)
     return (f"node busy: load {info['load']:.1f} on {info['cpus']} cores; other processes "
-            f"used {info['other_cores']:.1f} cores meanwhile (pid command cores: {who})")
+            f"used {info['other_cores']:.1f} cores meanwhile"
+            + (f" (pid command cores: {who})" if who else ""))
 
 
 def load_pair(before_path, after_path):
