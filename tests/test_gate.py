@@ -92,17 +92,23 @@ def test_a_loss_far_beyond_the_noise_fails_on_its_first_night():
     assert night.reason.startswith("-50.0 %")
 
 
-def test_a_loss_that_stays_fails_on_its_third_night_with_its_nights_said():
-    """1-thread Triad's first five recorded runs as the baseline: a loss
-    under the one-night threshold but past the persistence one fails when
-    it has lasted three nights, not before."""
+def _between_the_thresholds():
+    """1-thread Triad's first five recorded runs as the baseline, and a loss
+    midway between its one-night and its three-night thresholds."""
     prov, ref = _prov(series("stream_triad_1t")[:5])
     noise = gating.noise_of(prov)
     lv = gate.levels(1.0, 10, 1)
     scale = noise.spread * math.sqrt(1 + 1 / noise.runs)
     c1 = gate.threshold(lv.one_night, noise.df, noise.runs)
     c3 = gate.threshold(lv.persist, noise.df, noise.runs, 3)
-    loss = math.exp(-0.5 * (c1 + c3) * scale)
+    return prov, ref, math.exp(-0.5 * (c1 + c3) * scale)
+
+
+def test_a_loss_that_stays_fails_on_its_third_night_with_its_nights_said():
+    """1-thread Triad's first five recorded runs as the baseline: a loss
+    under the one-night threshold but past the persistence one fails when
+    it has lasted three nights, not before."""
+    prov, ref, loss = _between_the_thresholds()
     past = []
     for k in range(3):
         night = gating.judge_night(ref * loss, ref, "higher", prov, past, 10, 1.0)
@@ -116,13 +122,7 @@ def test_busy_nights_count_towards_a_loss_that_stays_only_on_a_busy_night():
     """The loss of the test above on busy nights: a node loaded night after
     night fails; a quiet night after busy ones is judged on its own, and
     busy nights never feed the spread."""
-    prov, ref = _prov(series("stream_triad_1t")[:5])
-    noise = gating.noise_of(prov)
-    lv = gate.levels(1.0, 10, 1)
-    scale = noise.spread * math.sqrt(1 + 1 / noise.runs)
-    c1 = gate.threshold(lv.one_night, noise.df, noise.runs)
-    c3 = gate.threshold(lv.persist, noise.df, noise.runs, 3)
-    loss = math.exp(-0.5 * (c1 + c3) * scale)
+    prov, ref, loss = _between_the_thresholds()
     busy = [nights.Night(f"n{k}", f"2027-01-0{k + 1}", ref * loss, False, False)
             for k in range(4)]
     night = gating.judge_night(ref * loss, ref, "higher", prov, busy, 10, 1.0, busy=True)
