@@ -68,19 +68,17 @@ def _ours(procs):
     script = str(procs[pid][3]) if pid in procs else "0"
     if os.getsid(0) == 0 and script not in ("0", "1"):
         pids |= _descendants(procs, script)
+    below_top = True
     while pid in procs and pid not in ("0", "1"):
         if pid == top:
-            break
-        sessions.add(procs[pid][2])
+            below_top = False
+            pids |= _descendants(procs, pid)
+        if below_top:
+            sessions.add(procs[pid][2])
         pids.add(pid)
         pid = str(procs[pid][3])
     sessions.discard(0)
     pids |= {p for p, stat in procs.items() if len(stat) > 4 and stat[4]}
-    if pid == top and pid in procs:
-        pids |= _descendants(procs, pid)
-        while pid in procs and pid not in ("0", "1"):
-            pids.add(pid)
-            pid = str(procs[pid][3])
     return sorted(sessions), sorted(pids, key=int)
 
 
