@@ -93,6 +93,7 @@ def levels(budget: float, checks: float, effective: float) -> Levels:
     return Levels(SHARE_ONE_NIGHT * per_figure, SHARE_PERSIST * per_figure)
 
 
+@lru_cache(maxsize=256)
 def _w_weights(df: float) -> np.ndarray:
     """Quadrature weights on _W for w = σ̂/σ with σ̂² ~ σ² χ²_df / df."""
     if math.isinf(df) or df > 1e4:
@@ -147,14 +148,18 @@ def _threshold(alpha: float, df: float, runs: int, k: int) -> float:
     if k == 1:
         return float(special.stdtrit(df, 1.0 - alpha)) if not math.isinf(df) \
             else float(special.ndtri(1.0 - alpha))
-    lo, hi = -5.0, float(special.stdtrit(min(df, 1e6), 1.0 - alpha)) + 1.0
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        if tail_probability(mid, df, runs, k) > alpha:
-            lo = mid
-        else:
-            hi = mid
-    return hi
+    # k nights all beyond c are rarer than one: the one-night quantile
+    # (plus one) is beyond the root, and -5 is far below it.
+    hi = float(special.stdtrit(min(df, 1e6), 1.0 - alpha)) + 1.0
+    return _root(lambda c: tail_probability(c, df, runs, k) - alpha, -5.0, hi)
+
+
+def _root(f: Callable[[float], float], lo: float, hi: float) -> float:
+    """The root of a monotone f bracketed by [lo, hi] (Brent's method:
+    a dozen quadratures where bisection took sixty)."""
+    # Imported here: scipy.optimize costs every command 0.16 s of start-up.
+    from scipy.optimize import brentq
+    return float(brentq(f, lo, hi, xtol=1e-9))
 
 
 def threshold(alpha: float, df: float, runs: int, k: int = 1) -> float:
@@ -207,13 +212,9 @@ def _solve_shift(prob: Callable[[float], float], power: float) -> float:
     lo, hi = 0.0, 1.0
     while prob(hi) < power and hi < 1e4:
         lo, hi = hi, hi * 2
-    for _ in range(50):
-        mid = 0.5 * (lo + hi)
-        if prob(mid) < power:
-            lo = mid
-        else:
-            hi = mid
-    return hi
+    if prob(lo) >= power:
+        return lo
+    return _root(lambda d: prob(d) - power, lo, hi) if prob(hi) >= power else hi
 
 
 def learned_spread(baseline_spread: float, baseline_df: float, runs: int,
