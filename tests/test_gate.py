@@ -242,3 +242,17 @@ def test_a_quiet_figure_among_noisy_ones_of_its_kind_says_the_spread_it_is_judge
     judged_with = float(said.split("judged with ")[1].split(" %")[0])
     assert 3.0 < judged_with < 26.0
     assert "cannot tell it apart" in said
+
+
+def test_a_weak_figure_is_told_after_how_many_healthy_nights_it_is_not_weak():
+    quiet = gating.Noise(spread=0.07, df=4, runs=5)
+    n = gating.nights_to(quiet, 10, 1.0, "higher", 0.20)
+    assert n is not None and 1 < n < gate.LEARN_WINDOW
+
+    def mdc(more):
+        return gating.detection(gating.Noise(0.07, 4 + more, 5, more), 10, 1.0, "higher")[1]
+    assert mdc(0) > 0.20 and mdc(n) <= 0.20 < mdc(n - 1)
+    # Nights already learned count: fewer are still needed.
+    assert gating.nights_to(gating.Noise(0.07, 4 + n - 1, 5, n - 1), 10, 1.0, "higher", 0.20) == 1
+    # A figure too noisy for any window of nights is told so.
+    assert gating.nights_to(gating.Noise(0.4, 4, 5), 10, 1.0, "higher", 0.20) is None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -102,6 +102,25 @@ def detection(noise: Noise, checks: int, budget: float, direction: str) -> tuple
     window) as fractions worse, with :data:`gate.POWER`."""
     det = gate.detectable(noise.spread, noise.df, noise.runs, levels_of(noise, checks, budget))
     return from_log(det.one_night, direction), from_log(det.sustained, direction)
+
+
+def nights_to(noise: Noise, checks: int, budget: float, direction: str,
+              target: float) -> int | None:
+    """The healthy nights after which a figure's MDC (by the persistence
+    window's last night) is at most ``target``, if they spread as the figure
+    is judged now; None when not within :data:`gate.LEARN_WINDOW` nights,
+    the most its spread ever rests on."""
+    def mdc(more: int) -> float:
+        later = replace(noise, df=noise.df + more, nights=noise.nights + more)
+        return detection(later, checks, budget, direction)[1]
+
+    lo, hi = 0, gate.LEARN_WINDOW - noise.nights
+    if hi <= 0 or mdc(hi) > target:
+        return None
+    while hi - lo > 1:       # the MDC falls as the nights add up
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if mdc(mid) <= target else (mid, hi)
+    return hi
 
 
 def bound(noise: Noise, checks: int, budget: float, direction: str) -> float:
