@@ -222,12 +222,12 @@ def _when_strong(fig: gating.Noise, checks: int, budget: float, direction: str,
                  max_mdc: float) -> str:
     """When the nights a weak figure's spread learns from make it not weak."""
     n = gating.nights_to(fig, checks, budget, direction, max_mdc)
+    nights = f"healthy nights spread by the {100 * fig.spread:.1f} % it is judged with"
     if n is None:
-        return (f"even {LEARN_WINDOW} healthy nights at this spread would leave it "
-                f"above {max_mdc:.0%}: only a quieter figure would not be (more rounds a "
-                "night, a quieter node)")
-    return (f"every healthy night adds to what its spread rests on: after about {n} "
-            f"more at this spread it is under {max_mdc:.0%}")
+        return (f"even {LEARN_WINDOW} {nights} would leave it above {max_mdc:.0%}: only a "
+                "quieter figure would not be (more rounds a night, a quieter node)")
+    return f"each healthy night adds to what its spread rests on: after about {n} {nights} " \
+           f"it is under {max_mdc:.0%}"
 
 
 _POWER_SAID = f"{round(POWER * 5)} times in 5" if round(POWER * 5) == POWER * 5 \
