@@ -170,7 +170,7 @@ def test_broadly_worse_keeps_its_share_of_the_budget_with_ten_nights_of_history(
     assert fired / trials < 3 * share and fired / trials < 1 / 38 / 4
 
 
-def _captured_and_tonight(tmp_path, tolerance=None):
+def _captured_and_tonight(tmp_path, tolerance=None, max_mdc=None):
     """Five runs of two recorded figures captured and written as a site's
     reference file; the sixth run judged by judge_all."""
     from store_fixtures import case
@@ -187,13 +187,15 @@ def _captured_and_tonight(tmp_path, tolerance=None):
         found[(name, ("$partition", "$environ"), ("local:default", "gnu-mpi"), var)] = {
             "unit": unit, "better": better, "runs": [f"r{k}" for k in range(5)],
             "samples_by_run": [vals[3 * k:3 * k + 3] for k in range(5)], "busy_by_run": [0] * 5}
-    proposals = capture.propose(found)
+    proposals = capture.propose(found, **({"max_mdc": max_mdc} if max_mdc else {}))
     capture.write(tmp_path / "local.yaml", capture.merge({}, proposals))
     refs = references.load(tmp_path / "local.yaml")
     report = {"runs": [{"testcases": [case("StreamTriadScaling", "triad", triad[20] * 0.5, "MB/s"),
                                       case("OsuPointToPoint", "latency_4KiB", lat[20], "us")]}]}
     ms = results.measurements(report)
     settings = {"tolerance": tolerance} if tolerance else {}
+    if max_mdc:
+        settings["reference_max_mdc"] = max_mdc
     return proposals, verdicts.judge_all(ms, refs, settings=settings)
 
 
@@ -205,6 +207,18 @@ def test_capture_and_the_first_judged_run_print_the_same_mdc(tmp_path):
         assert v.noise.endswith("5+0 df 4"), v.noise
     verdict = {v.measurement.test: v.verdict for v in vs}
     assert verdict == {"StreamTriadScaling": "DEGRADED", "OsuPointToPoint": "PASS"}
+
+
+def test_a_weak_reference_says_tonight_after_how_many_nights_it_is_not(tmp_path):
+    proposals, vs = _captured_and_tonight(tmp_path, max_mdc=0.07)
+    (lat,) = (v for v in vs if v.measurement.test == "OsuPointToPoint")
+    assert lat.verdict == "PASS" and lat.tag == "weak reference" and lat.mdc > 0.07, (lat.mdc, lat.reason)
+    prov = next(p["provenance"] for k, p in proposals.items() if k[0] == "OsuPointToPoint")
+    n = gating.nights_to(gating.noise_of(prov), 2, 1.0, "lower", 0.07)
+    assert n is not None and n > 1
+    assert f"weak reference: its MDC ({lat.mdc:.0%}) is above the site's reference_max_mdc " \
+        f"of 7%; each healthy night adds to what its spread rests on: after about {n} more " \
+        "healthy nights spread by the " in lat.reason, lat.reason
 
 
 def test_a_sites_tolerance_reaches_the_verdict(tmp_path):

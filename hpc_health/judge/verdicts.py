@@ -227,9 +227,12 @@ def _gated(m, xfail, prov, past_nights, checks, budget, tolerances, max_mdc):
         verdict, reason = XFAIL, f"known issue ($xfail): {xfail}; {reason}"
     tag = night.tag
     if not tag and prov.get("weak") and night.mdc > max_mdc:
-        # Weak until the nights it has learned from bring its MDC under.
+        # Weak until the nights it has learned from bring its MDC under;
+        # said with tonight's MDC (the capture's reason is in the file).
         tag = "weak reference"
-        reason = f"{reason}; weak reference: {prov['weak']}"
+        when = gating.when_strong(night.noise, checks, budget, m.better, max_mdc)
+        reason = (f"{reason}; weak reference: its MDC ({night.mdc:.0%}) is above the site's "
+                  f"reference_max_mdc of {max_mdc:.0%}; {when}")
     noise = f"{100 * night.noise.spread:.1f}% {night.noise.rests_on()}"
     return Verdict(m, verdict, deviation=night.deviation, reason=reason, mdc=night.mdc,
                    p_value=night.p_value, method="gate", tag=tag, noise=noise,

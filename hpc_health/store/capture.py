@@ -27,7 +27,7 @@ from hpc_health.errors import ConfigError
 from hpc_health.judge import gating
 from hpc_health.model import results
 from hpc_health.site import hardware
-from hpc_health.stats.gate import FALSE_ALARM_BUDGET, LEARN_WINDOW, PERSIST_NIGHTS, POWER
+from hpc_health.stats.gate import FALSE_ALARM_BUDGET, PERSIST_NIGHTS, POWER
 from hpc_health.store import references
 
 if TYPE_CHECKING:
@@ -205,7 +205,7 @@ def _judged(nights, noise, provs, checks, budget, max_mdc):
         prov.update(estimator=stats.ESTIMATOR, mdc=_round(sustained),
                     mdc_one_night=_round(one))
         if sustained > max_mdc:
-            later = _when_strong(fig, checks, budget, direction, max_mdc)
+            later = gating.when_strong(fig, checks, budget, direction, max_mdc)
             prov["weak"] = (f"catches a change {sustained:.0%} worse by its {PERSIST_NIGHTS}rd night "
                             f"({one:.0%} on one night; {_POWER_SAID}), above the site's reference_max_mdc "
                             f"of {max_mdc:.0%}: {spread}; {later}")
@@ -216,18 +216,6 @@ def _judged(nights, noise, provs, checks, budget, max_mdc):
                              base.unit],
                     "provenance": prov, "constant": base.spread == 0}
     return out
-
-
-def _when_strong(fig: gating.Noise, checks: int, budget: float, direction: str,
-                 max_mdc: float) -> str:
-    """When the nights a weak figure's spread learns from make it not weak."""
-    n = gating.nights_to(fig, checks, budget, direction, max_mdc)
-    nights = f"healthy nights spread by the {100 * fig.spread:.1f} % it is judged with"
-    if n is None:
-        return (f"even {LEARN_WINDOW} {nights} would leave it above {max_mdc:.0%}: only a "
-                "quieter figure would not be (more rounds a night, a quieter node)")
-    return f"each healthy night adds to what its spread rests on: after about {n} {nights} " \
-           f"it is under {max_mdc:.0%}"
 
 
 _POWER_SAID = f"{round(POWER * 5)} times in 5" if round(POWER * 5) == POWER * 5 \
