@@ -25,6 +25,18 @@ def test_a_retest_within_its_bound_withdraws_the_failure_and_says_both():
     assert v.reason.startswith("+170 % on one night, but +2.0 % on its retest")
 
 
+def test_what_the_retest_said_comes_before_a_weak_references_note():
+    weak = "+120 % on one night; weak reference: its MDC (67%) is above ..."
+    withdrawn, = confirm.combine([_v("DEGRADED", 1.2, True, reason=weak)], [_v("PASS", -0.03)])
+    assert withdrawn.reason.startswith("+120 % on one night, but -3.0 % on its retest minutes "
+                                       "later: an episode of the noise, not a loss that stayed; "
+                                       "weak reference: its MDC (67%)"), withdrawn.reason
+    confirmed, = confirm.combine([_v("DEGRADED", 1.2, True, reason=weak)],
+                                 [_v("DEGRADED", 1.1, True)])
+    assert confirmed.reason == ("+120 % on one night; confirmed by its retest (+110 %); "
+                                "weak reference: its MDC (67%) is above ...")
+
+
 def test_a_retest_beyond_its_bound_confirms_the_failure():
     (v,) = confirm.combine([_v("DEGRADED", 1.7, True)], [_v("DEGRADED", 1.6, True)])
     assert v.verdict == "DEGRADED" and v.retest == "confirmed"

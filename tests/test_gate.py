@@ -219,6 +219,18 @@ def test_a_weak_reference_says_tonight_after_how_many_nights_it_is_not(tmp_path)
     assert f"weak reference: its MDC ({lat.mdc:.0%}) is above the site's reference_max_mdc " \
         f"of 7%; each healthy night adds to what its spread rests on: after about {n} more " \
         "healthy nights spread by the " in lat.reason, lat.reason
+    assert lat.strong_after == n
+    # The run's notes group the weak figures by when they are not weak.
+    import dataclasses
+
+    from hpc_health.render import table
+    never = dataclasses.replace(lat, strong_after=-1)
+    said = table.notes([lat, never])
+    assert said[0].startswith(f"WEAK REFERENCE: OsuPointToPoint latency_4KiB ({n}): ")
+    assert said[0].endswith("not weak after about the healthy nights in brackets, at the "
+                            "spread it is judged with")
+    assert said[1].startswith("WEAK REFERENCE: OsuPointToPoint latency_4KiB: ") and \
+        "stays so however many healthy nights" in said[1]
 
 
 def test_a_sites_tolerance_reaches_the_verdict(tmp_path):

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from hpc_health.judge import nights
-from hpc_health.judge.gating import signed_pct
+from hpc_health.judge.gating import WEAK_NOTE, signed_pct
 
 if TYPE_CHECKING:
     from hpc_health.judge.verdicts import Verdict
@@ -53,14 +53,21 @@ def combine(first: Sequence[Verdict], retest: Sequence[Verdict]) -> list[Verdict
             why = "not run" if r is None else (r.reason.split(";")[0] or r.verdict)
             out.append(dataclasses.replace(
                 v, retest="stands",
-                reason=f"{v.reason}; its retest measured nothing ({why}): the failure stands"))
+                reason=_then(v.reason, f"; its retest measured nothing ({why}): the failure stands")))
         elif r.verdict == "DEGRADED":
             out.append(dataclasses.replace(
                 v, retest="confirmed",
-                reason=f"{v.reason}; {CONFIRMED} ({signed_pct(r.deviation)})"))
+                reason=_then(v.reason, f"; {CONFIRMED} ({signed_pct(r.deviation)})")))
         else:
             out.append(dataclasses.replace(
                 v, verdict="PASS", one_night=False, tag=NOT_CONFIRMED, retest="withdrawn",
-                reason=(f"{v.reason}, but {signed_pct(r.deviation)} on its retest minutes later: "
-                        f"an episode of the noise, not a loss that stayed")))
+                reason=_then(v.reason, f", but {signed_pct(r.deviation)} on its retest minutes "
+                                       "later: an episode of the noise, not a loss that stayed")))
     return out
+
+
+def _then(reason: str, retested: str) -> str:
+    """The reason with what the retest said right after the night's own
+    words, before a weak reference's note."""
+    night, note, weak = reason.partition(WEAK_NOTE)
+    return f"{night}{retested}{note}{weak}"

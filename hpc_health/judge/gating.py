@@ -123,17 +123,20 @@ def nights_to(noise: Noise, checks: int, budget: float, direction: str,
     return hi
 
 
-def when_strong(noise: Noise, checks: int, budget: float, direction: str,
-                max_mdc: float) -> str:
+#: What a verdict's reason says of a weak reference, after what its night
+#: says (a retest's note goes before it).
+WEAK_NOTE = "; weak reference: "
+
+
+def when_strong(nights: int | None, noise: Noise, max_mdc: float) -> str:
     """When the nights a weak figure's spread learns from make it not weak
-    (:func:`nights_to`), said for a person."""
-    n = nights_to(noise, checks, budget, direction, max_mdc)
-    nights = f"healthy nights spread by the {100 * noise.spread:.1f} % it is judged with"
-    if n is None:
-        return (f"even {gate.LEARN_WINDOW} {nights} would leave it above {max_mdc:.0%}: only "
+    (``nights``: :func:`nights_to`), said for a person."""
+    said = f"healthy nights spread by the {100 * noise.spread:.1f} % it is judged with"
+    if nights is None:
+        return (f"even {gate.LEARN_WINDOW} {said} would leave it above {max_mdc:.0%}: only "
                 "a quieter figure would not be (more rounds a night, a quieter node)")
-    return (f"each healthy night adds to what its spread rests on: after about {n} more "
-            f"{nights} it is under {max_mdc:.0%}")
+    return (f"each healthy night adds to what its spread rests on: after about {nights} more "
+            f"{said} it is under {max_mdc:.0%}")
 
 
 def bound(noise: Noise, checks: int, budget: float, direction: str) -> float:

@@ -62,6 +62,10 @@ class Verdict:
     #: (:data:`~hpc_health.judge.confirm.NOT_CONFIRMED`), "stands" (the
     #: retest measured nothing); "" when there was none
     retest: str = ""
+    #: a weak reference judged by the gate: the healthy nights after which
+    #: it is not weak (:func:`hpc_health.judge.gating.nights_to`), -1 when
+    #: no number of nights will do; 0 when not weak or not known
+    strong_after: int = 0
 
 
 def stats_reference(m: Measurement, provenance: dict[str, Any] | None = None) -> stats.Reference:
@@ -204,7 +208,7 @@ def _judged_per_run(measurements, legacy, alpha):
             reason = f"expected to fail ($xfail: {xfail}) but did not: remove the $xfail; {reason}"
         weak = prov.get("weak")
         if weak:
-            reason = f"{reason}; weak reference: {weak}"
+            reason = f"{reason}{gating.WEAK_NOTE}{weak}"
         yield i, Verdict(m, verdict, deviation=res.deviation, reason=reason, mdc=res.mdc,
                          p_value=res.p_value, method=res.method,
                          tag="weak reference" if weak else "")
@@ -226,17 +230,21 @@ def _gated(m, xfail, prov, past_nights, checks, budget, tolerances, max_mdc):
     if xfail and verdict == DEGRADED:
         verdict, reason = XFAIL, f"known issue ($xfail): {xfail}; {reason}"
     tag = night.tag
+    strong_after = None
     if not tag and prov.get("weak") and night.mdc > max_mdc:
         # Weak until the nights it has learned from bring its MDC under;
         # said with tonight's MDC (the capture's reason is in the file).
         tag = "weak reference"
-        when = gating.when_strong(night.noise, checks, budget, m.better, max_mdc)
-        reason = (f"{reason}; weak reference: its MDC ({night.mdc:.0%}) is above the site's "
-                  f"reference_max_mdc of {max_mdc:.0%}; {when}")
+        strong_after = gating.nights_to(night.noise, checks, budget, m.better, max_mdc)
+        reason = (f"{reason}{gating.WEAK_NOTE}its MDC ({night.mdc:.0%}) is above the site's "
+                  f"reference_max_mdc of {max_mdc:.0%}; "
+                  f"{gating.when_strong(strong_after, night.noise, max_mdc)}")
     noise = f"{100 * night.noise.spread:.1f}% {night.noise.rests_on()}"
     return Verdict(m, verdict, deviation=night.deviation, reason=reason, mdc=night.mdc,
                    p_value=night.p_value, method="gate", tag=tag, noise=noise,
-                   one_night=verdict == DEGRADED and not night.tag)
+                   one_night=verdict == DEGRADED and not night.tag,
+                   strong_after=(0 if tag != "weak reference" else
+                                 -1 if strong_after is None else strong_after))
 
 
 def _rounds_note(m, prov):

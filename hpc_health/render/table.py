@@ -72,6 +72,12 @@ def render(verdicts, show_reasons=True):
 _WEAK = ("its reference catches only changes of its MDC or more (the MDC column), above "
          "the site's reference_max_mdc; every quiet night adds to what its spread rests on "
          "(the noise column), and its MDC falls as the nights pass")
+_WEAK_AFTER = _WEAK + ": not weak after about the healthy nights in brackets, at the spread " \
+    "it is judged with"
+_WEAK_STAYS = ("its reference catches only changes of its MDC or more (the MDC column), above "
+               "the site's reference_max_mdc, and at the spread it is judged with stays so "
+               "however many healthy nights its spread learns from: only a quieter figure "
+               "would not be (more rounds a night, a quieter node)")
 
 # "OsuBuild skipped: <reason>": a dependent's reason is its build's.
 _INHERITED = re.compile(r"^\w+ (skipped|failed): ")
@@ -84,8 +90,11 @@ def notes(verdicts):
     for v in verdicts:
         tag = getattr(v, "tag", "")
         if tag == "weak reference":
-            groups.setdefault(("WEAK REFERENCE", _WEAK), []).append(
-                f"{v.measurement.check} {v.measurement.variable}")
+            after = getattr(v, "strong_after", 0)
+            name = f"{v.measurement.check} {v.measurement.variable}"
+            text = _WEAK_AFTER if after > 0 else _WEAK_STAYS if after < 0 else _WEAK
+            groups.setdefault(("WEAK REFERENCE", text), []).append(
+                f"{name} ({after})" if after > 0 else name)
         m = v.measurement
         for kind, text in (("FINDING", m.finding), ("APPLIED", m.proof)):
             if text and m.check not in groups.setdefault((kind, text), []):

@@ -116,9 +116,9 @@ def next_step(site, verdict_list, base, run_dir, adopted=False, drifts=(), whole
     if weak:
         return (f"Next: nothing failed; {weak} figure(s) have weak references (WEAK REFERENCE "
                 f"above): keep running nightly: every quiet night adds to what their spread "
-                f"rests on (the noise column) and their MDC falls; each says after about how "
-                f"many nights it is not weak, or that no number of nights will do; "
-                f"`hpc-health reference show --site {site.name}` says what each caught at "
+                f"rests on (the noise column) and their MDC falls; the WEAK REFERENCE lines "
+                f"say after about how many each is not weak, or that no number of nights will "
+                f"do; `hpc-health reference show --site {site.name}` says what each caught at "
                 f"capture")
     if counts.get(verdicts.SKIPPED):
         return "Next: the SKIPPED lines above say what is missing for those checks."

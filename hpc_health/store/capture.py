@@ -205,7 +205,8 @@ def _judged(nights, noise, provs, checks, budget, max_mdc):
         prov.update(estimator=stats.ESTIMATOR, mdc=_round(sustained),
                     mdc_one_night=_round(one))
         if sustained > max_mdc:
-            later = gating.when_strong(fig, checks, budget, direction, max_mdc)
+            later = gating.when_strong(gating.nights_to(fig, checks, budget, direction, max_mdc),
+                                       fig, max_mdc)
             prov["weak"] = (f"catches a change {sustained:.0%} worse by its {PERSIST_NIGHTS}rd night "
                             f"({one:.0%} on one night; {_POWER_SAID}), above the site's reference_max_mdc "
                             f"of {max_mdc:.0%}: {spread}; {later}")
