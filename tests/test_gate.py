@@ -280,5 +280,6 @@ def test_a_weak_figure_is_told_after_how_many_healthy_nights_it_is_not_weak():
     assert mdc(0) > 0.20 and mdc(n) <= 0.20 < mdc(n - 1)
     # Nights already learned count: fewer are still needed.
     assert gating.nights_to(gating.Noise(0.07, 4 + n - 1, 5, n - 1), 10, 1.0, "higher", 0.20) == 1
+    assert gating.nights_to(gating.Noise(0.07, 4 + n, 5, n), 10, 1.0, "higher", 0.20) == 0
     # A figure too noisy for any window of nights is told so.
     assert gating.nights_to(gating.Noise(0.4, 4, 5), 10, 1.0, "higher", 0.20) is None

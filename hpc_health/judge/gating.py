@@ -115,6 +115,8 @@ def nights_to(noise: Noise, checks: int, budget: float, direction: str,
         return detection(later, checks, budget, direction)[1]
 
     lo, hi = 0, gate.LEARN_WINDOW - noise.nights
+    if mdc(0) <= target:
+        return 0
     if hi <= 0 or mdc(hi) > target:
         return None
     while hi - lo > 1:       # the MDC falls as the nights add up
