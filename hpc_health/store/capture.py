@@ -204,9 +204,10 @@ def _judged(nights, noise, provs, checks, budget, max_mdc):
         b = gating.bound(fig, checks, budget, direction)
         prov.update(estimator=stats.ESTIMATOR, mdc=_round(sustained),
                     mdc_one_night=_round(one))
+        strong_after = None
         if sustained > max_mdc:
-            later = gating.when_strong(gating.nights_to(fig, checks, budget, direction, max_mdc),
-                                       fig, max_mdc)
+            strong_after = gating.nights_to(fig, checks, budget, direction, max_mdc)
+            later = gating.when_strong(strong_after, fig, max_mdc)
             prov["weak"] = (f"catches a change {sustained:.0%} worse by its {PERSIST_NIGHTS}rd night "
                             f"({one:.0%} on one night; {_POWER_SAID}), above the site's reference_max_mdc "
                             f"of {max_mdc:.0%}: {spread}; {later}")
@@ -215,7 +216,8 @@ def _judged(nights, noise, provs, checks, budget, max_mdc):
         b = min(b, references.MAX_BOUND["upper"])
         out[key] = {"leaf": [_round(value, 6), _round(-min(b, _BETTER_MAX)), _round(b),
                              base.unit],
-                    "provenance": prov, "constant": base.spread == 0}
+                    "provenance": prov, "constant": base.spread == 0,
+                    "strong_after": strong_after}
     return out
 
 
@@ -366,7 +368,15 @@ def summary(proposals: dict[Any, Any]) -> tuple[int, int, int]:
 
 def summary_line(proposals: dict[Any, Any]) -> str:
     made, weak, left = summary(proposals)
-    return (f"{made} references proposed ({weak} weak: see WEAK above), {left} figures "
+    later = sorted(p["strong_after"] for p in proposals.values()
+                   if "weak" in p.get("provenance", {}) and p.get("strong_after"))
+    span = "" if not later else f"{later[0]}" if later[0] == later[-1] else \
+        f"{later[0]}-{later[-1]}"
+    when = ("" if not weak else ", however many healthy nights" if not later else
+            f": not weak after {span} healthy nights" if len(later) == weak else
+            f": {len(later)} not weak after {span} healthy nights, {weak - len(later)} "
+            "however many")
+    return (f"{made} references proposed ({weak} weak{when}; see WEAK above), {left} figures "
             f"left out (see '-' and '!' above)")
 
 
