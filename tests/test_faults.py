@@ -458,6 +458,8 @@ def test_a_spack_environment_without_its_spack_key(root):
     (lambda d: d["partitions"]["default"].update(osu={"samples": 0}),
      "partitions.default.osu.samples", "0"),
     (lambda d: d.update(site="elsewhere"), "site", "but the folder is 'local'"),
+    (lambda d: d.update(budget_weights={"StreamBandwidth": 0}),
+     "budget_weights.StreamBandwidth", "0"),
     # What a benchmark's schema cannot say, its own check says
     # (hpc_health/parsers/registry.py), at the same place.
     (lambda d: d["partitions"]["default"].update(osu={"sizes": {"latency": [8, 24]}}),

@@ -170,7 +170,7 @@ def test_broadly_worse_keeps_its_share_of_the_budget_with_ten_nights_of_history(
     assert fired / trials < 3 * share and fired / trials < 1 / 38 / 4
 
 
-def _captured_and_tonight(tmp_path, tolerance=None, max_mdc=None):
+def _captured_and_tonight(tmp_path, tolerance=None, max_mdc=None, weights=None):
     """Five runs of two recorded figures captured and written as a site's
     reference file; the sixth run judged by judge_all."""
     from store_fixtures import case
@@ -187,7 +187,9 @@ def _captured_and_tonight(tmp_path, tolerance=None, max_mdc=None):
         found[(name, ("$partition", "$environ"), ("local:default", "gnu-mpi"), var)] = {
             "unit": unit, "better": better, "runs": [f"r{k}" for k in range(5)],
             "samples_by_run": [vals[3 * k:3 * k + 3] for k in range(5)], "busy_by_run": [0] * 5}
-    proposals = capture.propose(found, **({"max_mdc": max_mdc} if max_mdc else {}))
+    proposals = capture.propose(found, **({"max_mdc": max_mdc} if max_mdc else {}),
+                                weights=weights)
+    tmp_path.mkdir(parents=True, exist_ok=True)
     capture.write(tmp_path / "local.yaml", capture.merge({}, proposals))
     refs = references.load(tmp_path / "local.yaml")
     report = {"runs": [{"testcases": [case("StreamTriadScaling", "triad", triad[20] * 0.5, "MB/s"),
@@ -196,6 +198,8 @@ def _captured_and_tonight(tmp_path, tolerance=None, max_mdc=None):
     settings = {"tolerance": tolerance} if tolerance else {}
     if max_mdc:
         settings["reference_max_mdc"] = max_mdc
+    if weights:
+        settings["budget_weights"] = weights
     return proposals, verdicts.judge_all(ms, refs, settings=settings)
 
 
@@ -234,6 +238,25 @@ def test_a_weak_reference_says_tonight_after_how_many_nights_it_is_not(tmp_path)
                             "spread it is judged with")
     assert said[1].startswith("WEAK REFERENCE: OsuPointToPoint latency_4KiB: ") and \
         "stays so however many healthy nights" in said[1]
+
+
+def test_a_check_the_site_weights_gets_more_of_the_budget_and_the_others_less(tmp_path):
+    share = gating.shares({("A", "p"), ("B", "p"), ("C", "p"), ("A", "q")}, {"A": 3})
+    assert share("A") == pytest.approx(8 / 3) and share("B") == pytest.approx(8)
+    # The whole stays the budget: two families of A, one of B, one of C.
+    assert 2 / share("A") + 1 / share("B") + 1 / share("C") == pytest.approx(1.0)
+    assert gating.shares({("A", "p"), ("B", "p")})("A") == 2      # no weights: equal
+
+    plain, _ = _captured_and_tonight(tmp_path / "plain")
+    proposals, vs = _captured_and_tonight(tmp_path / "weighted",
+                                          weights={"StreamTriadScaling": 4})
+    mdc = {k[0]: p["provenance"]["mdc"] for k, p in proposals.items()}
+    before = {k[0]: p["provenance"]["mdc"] for k, p in plain.items()}
+    assert mdc["StreamTriadScaling"] < before["StreamTriadScaling"]
+    assert mdc["OsuPointToPoint"] > before["OsuPointToPoint"]
+    # Capture and the run read the same weights: the same MDC.
+    for v in vs:
+        assert v.mdc == pytest.approx(mdc[v.measurement.test], rel=1e-3)
 
 
 def test_a_sites_tolerance_reaches_the_verdict(tmp_path):

@@ -66,7 +66,8 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, re
     proposals = capture.propose(found, [m.get("stack_hash") for _, m in chosen],
                                 [m.get("rounds") or 1 for _, m in chosen],
                                 s.settings.get("reference_max_mdc") or capture.MAX_MDC,
-                                s.settings.get("false_alarm_budget") or capture.FALSE_ALARM_BUDGET)
+                                s.settings.get("false_alarm_budget") or capture.FALSE_ALARM_BUDGET,
+                                s.settings.get("budget_weights"))
     for line in capture.diff_lines(old, proposals):
         click.echo(escape.one_line(line))     # names from the stored runs
     click.echo(capture.summary_line(proposals))

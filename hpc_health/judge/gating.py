@@ -12,7 +12,7 @@ capture and run print the same MDC for a figure.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -58,17 +58,28 @@ def family_of(test: str, partition: str) -> tuple[str, str]:
     return (test, partition)
 
 
-def site_checks(refs: ReferenceSet | None) -> int:
-    """Gated checks of a site (check × partition with a captured spread):
-    the number the night's budget is divided by."""
-    if refs is None:
-        return 1
-    found = set()
-    for test, paths in refs.provenance.items():
+def gated_families(refs: ReferenceSet | None) -> set[tuple[str, str]]:
+    """The site's gated checks: check × partition with a captured spread."""
+    found: set[tuple[str, str]] = set()
+    for test, paths in (refs.provenance.items() if refs is not None else ()):
         for path, prov in (paths or {}).items():
             if isinstance(prov, dict) and "night_spread" in prov:
                 found.add(family_of(test, path.split("/")[0]))
-    return max(len(found), 1)
+    return found
+
+
+def shares(families: Iterable[tuple[str, str]],
+           weights: Mapping[str, float] | None = None) -> Callable[[str], float]:
+    """What a check's share of the night's budget is divided by: the gated
+    checks' weights (the site's ``budget_weights``, 1 each unless given)
+    summed, over the check's own weight.  Without weights: the number of
+    gated checks, each an equal share; ``{StreamBandwidth: 3}`` gives STREAM
+    three checks' share, and every other check a little less."""
+    def weight(test: str) -> float:
+        return float((weights or {}).get(test, 1.0))
+
+    total = sum(weight(test) for test, _ in families) or 1.0
+    return lambda test: total / weight(test)
 
 
 def noise_of(prov: Mapping[str, Any], deviations: Sequence[float] = ()) -> Noise | None:

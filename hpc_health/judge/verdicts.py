@@ -159,12 +159,12 @@ def judge_all(measurements: Sequence[Measurement], refs: ReferenceSet | None = N
     too noisy) says why instead.  A reference captured with its spread is
     judged by the gate (:mod:`hpc_health.judge.gating`) with the figure's
     *past* nights (:func:`hpc_health.judge.nights.past`) and the site's
-    *settings* (``false_alarm_budget``, ``tolerance``); older references by
+    *settings* (``false_alarm_budget``, ``budget_weights``, ``tolerance``); older references by
     the per-run test of :func:`hpc_health.stats.decide_many`.
     """
     settings = settings or {}
     budget = float(settings.get("false_alarm_budget") or gate.FALSE_ALARM_BUDGET)
-    checks = gating.site_checks(refs)
+    checks = gating.shares(gating.gated_families(refs), settings.get("budget_weights"))
     label = baseline if callable(baseline) else (lambda m: baseline)
     out = [_early(m) for m in measurements]
     legacy = []     # (index, reference, provenance, xfail): judged together
@@ -181,7 +181,7 @@ def judge_all(measurements: Sequence[Measurement], refs: ReferenceSet | None = N
             out[i] = Verdict(m, NO_REFERENCE, reason=reason)
             continue
         out[i] = _gated(m, found[1], prov, (past or {}).get(nights.figure_key(m), []),
-                        checks, budget, settings.get("tolerance"),
+                        checks(m.test), budget, settings.get("tolerance"),
                         float(settings.get("reference_max_mdc") or 0.5))
         if out[i] is None:
             legacy.append((i, prov, found[1]))

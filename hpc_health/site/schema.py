@@ -91,9 +91,16 @@ SITE_SCHEMA = {
                               "default": 0.5},
         # Failing nights per site-month the gate may raise on a healthy
         # machine: its one-night rule, its persistence rule and BROADLY WORSE
-        # share it, and the gated checks share each night's part equally.
+        # share it, and the gated checks share each night's part (budget_weights).
         "false_alarm_budget": {"type": "number", "exclusiveMinimum": 0, "maximum": 15,
                                "default": 1.0},
+        # How the checks share that budget, per check (1 each unless given):
+        # {StreamBandwidth: 3} gives STREAM three checks' share, and so more
+        # power, and every other check a little less; the whole stays the
+        # budget.
+        "budget_weights": {"type": "object",
+                           "additionalProperties": {"type": "number", "exclusiveMinimum": 0,
+                                                    "maximum": 1000}},
         # A figure that fails on one night alone is measured again before
         # the night is closed, and fails only if its retest does too
         # (hpc_health.judge.confirm); false: no retest.

@@ -183,7 +183,7 @@ def adopt(site: Site, base: Baseline) -> tuple[Path, dict[Any, Any]]:
                                 [m.get("rounds") or 1 for _, m in chosen],
                                 site.settings.get("reference_max_mdc") or capture.MAX_MDC,
                                 site.settings.get("false_alarm_budget")
-                                or capture.FALSE_ALARM_BUDGET)
+                                or capture.FALSE_ALARM_BUDGET, site.settings.get("budget_weights"))
     if capture.summary(proposals)[0]:
         data = capture.merge(capture.load_raw(site.reference_file), proposals,
                              capture.hardware_of([m for _, m in chosen]))

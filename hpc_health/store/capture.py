@@ -15,7 +15,7 @@ import math
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,7 +76,8 @@ MAX_MDC = 0.5
 
 def propose(found: dict[Any, Any], stack_hashes: Sequence[str | None] = (),
             rounds: Sequence[int] = (), max_mdc: float = MAX_MDC,
-            budget: float = FALSE_ALARM_BUDGET) -> dict[Any, Any]:
+            budget: float = FALSE_ALARM_BUDGET,
+            weights: Mapping[str, float] | None = None) -> dict[Any, Any]:
     """Proposals per key; ``rounds``: the rounds of each chosen run, recorded
     because a run's spread depends on them (a reference captured with 4
     rounds is too tight for a nightly run with 1).
@@ -88,12 +89,13 @@ def propose(found: dict[Any, Any], stack_hashes: Sequence[str | None] = (),
     runs spread so far that the gate could not catch a tenfold change gets
     no reference, with the reason; one whose MDC (a sustained loss caught by
     the persistence window's last night, under the site's
-    ``false_alarm_budget``) is above ``max_mdc`` gets its reference marked
+    ``false_alarm_budget``, shared between checks by ``weights``, the
+    site's ``budget_weights``) is above ``max_mdc`` gets its reference marked
     ``weak``.  The MDC is the one every run prints for the figure on its
     first judged night.
     """
     proposals, nights, provs = _baselines(found)
-    made = _gated(nights, provs, budget, max_mdc)
+    made = _gated(nights, provs, budget, max_mdc, weights)
     for key in found:
         proposals.setdefault(key, made.get(key))
     used = sorted(set(rounds))
@@ -145,7 +147,7 @@ def _baselines(found: dict[Any, Any]) -> tuple[dict[Any, Any], dict[Any, Any], d
 
 
 def _gated(nights: dict[Any, Any], provs: dict[Any, Any], budget: float,
-           max_mdc: float) -> dict[Any, Any]:
+           max_mdc: float, weights: Mapping[str, float] | None) -> dict[Any, Any]:
     """The proposals of the figures with baseline nights: each check's
     family fitted together, the budget shared by the gated checks."""
     families: dict[Any, dict[Any, gating.Baseline]] = OrderedDict()
@@ -156,14 +158,14 @@ def _gated(nights: dict[Any, Any], provs: dict[Any, Any], budget: float,
         noise.update(gating.capture_family(members, kind=lambda key: key[3]))
     # A family whose every figure is left out takes no share of the budget,
     # which changes the others' (once is enough: fewer checks only lower the MDCs).
-    checks = len(families)
+    gated = set(families)
     made: dict[Any, Any] = {}
     for _ in range(2):
-        made = _judged(nights, noise, provs, checks, budget, max_mdc)
-        gated = {gating.family_of(k[0], k[2][0]) for k, p in made.items() if "leaf" in p}
-        if len(gated) in (checks, 0):
+        made = _judged(nights, noise, provs, gating.shares(gated, weights), budget, max_mdc)
+        now = {gating.family_of(k[0], k[2][0]) for k, p in made.items() if "leaf" in p}
+        if now in (gated, set()):
             break
-        checks = len(gated)
+        gated = now
     return made
 
 
@@ -180,11 +182,13 @@ def _spread_said(fig: gating.Noise, own: float) -> str:
     return said
 
 
-def _judged(nights, noise, provs, checks, budget, max_mdc):
-    """Each figure's proposal once the site's gated checks are known."""
+def _judged(nights, noise, provs, shares, budget, max_mdc):
+    """Each figure's proposal once the site's gated checks (and so each
+    check's share of the budget) are known."""
     out = OrderedDict()
     for key, base in nights.items():
         direction = base.direction
+        checks = shares(key[0])
         prov = {**provs[key], **{k: v if isinstance(v, int) else _round(v)
                                  for k, v in noise[key].items() if v is not None}}
         fig = gating.noise_of(prov)
