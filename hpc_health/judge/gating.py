@@ -104,18 +104,18 @@ def _float(x: Any) -> float:
     return float(x)
 
 
-def levels_of(noise: Noise, checks: int, budget: float) -> gate.Levels:
+def levels_of(noise: Noise, checks: float, budget: float) -> gate.Levels:
     return gate.levels(budget, checks, noise.effective)
 
 
-def detection(noise: Noise, checks: int, budget: float, direction: str) -> tuple[float, float]:
+def detection(noise: Noise, checks: float, budget: float, direction: str) -> tuple[float, float]:
     """(MDC on the first night, MDC by the last night of the persistence
     window) as fractions worse, with :data:`gate.POWER`."""
     det = gate.detectable(noise.spread, noise.df, noise.runs, levels_of(noise, checks, budget))
     return from_log(det.one_night, direction), from_log(det.sustained, direction)
 
 
-def nights_to(noise: Noise, checks: int, budget: float, direction: str,
+def nights_to(noise: Noise, checks: float, budget: float, direction: str,
               target: float) -> int | None:
     """The healthy nights after which a figure's MDC (by the persistence
     window's last night) is at most ``target``, if they spread as the figure
@@ -152,7 +152,7 @@ def when_strong(nights: int | None, noise: Noise, max_mdc: float) -> str:
             f"{said} it is under {max_mdc:.0%}")
 
 
-def bound(noise: Noise, checks: int, budget: float, direction: str) -> float:
+def bound(noise: Noise, checks: float, budget: float, direction: str) -> float:
     """The one-night critical change as a fraction worse: what ReFrame is
     handed as the bound, and what tonight's gate enforces."""
     lv = levels_of(noise, checks, budget)
@@ -270,7 +270,7 @@ def tolerance_of(tolerances: Mapping[str, float] | None, test: str, variable: st
 
 
 def judge_night(value: float, reference: float, direction: str, prov: Mapping[str, Any],
-                past: Sequence[Any], checks: int, budget: float,
+                past: Sequence[Any], checks: float, budget: float,
                 tolerance: float | None = None, busy: bool = False) -> Night | None:
     """Tonight's figure against its reference under the gate, with the
     figure's past nights (:class:`hpc_health.judge.nights.Night`, oldest

@@ -21,8 +21,9 @@ integrated over the reference's error (shared by every night, so the nights
 are not independent) and over the spread estimate's error (the t), by
 :func:`tail_probability`.  The budget (:func:`levels`) is one failing night
 per site-month by default, split between the two rules and the
-``BROADLY WORSE`` test, then equally between the gated checks of the site,
-then between the *effective* number of independent figures of each check.
+``BROADLY WORSE`` test, then between the gated checks of the site (equally,
+or as the site's ``budget_weights`` say), then between the *effective*
+number of independent figures of each check.
 """
 
 from __future__ import annotations
