@@ -89,3 +89,18 @@ def test_too_few_nights_or_no_reference_give_no_broad_verdict(tmp_path, monkeypa
     monkeypatch.setenv("HPC_HEALTH_STORE", str(store))
     assert _whole(refs) is None                       # 4 earlier nights
     assert _whole(None) is None                       # nothing to be against
+
+
+def test_next_names_the_failed_figure_that_moved_most():
+    from hpc_health.judge.verdicts import Verdict
+    from hpc_health.model.results import Measurement
+
+    def failed(test, variable, deviation):
+        m = Measurement(test=test, check=test, system="local", partition="default",
+                        environ="gnu-mpi", variable=variable, value=1.0)
+        return Verdict(m, "DEGRADED", deviation=deviation)
+    night = [failed("BarrierLatency", "mpi_init", 0.06), failed("OsuPointToPoint", "bw_4MiB", -0.6),
+             failed("OsuCollective", "latency_8B", 0.9)]
+    step = next_step(_Site, night, _NoBaseline(), Path("/x") / "20261201T020000Z")
+    # A bandwidth at 40 % (log 0.92) moved further than a latency at 190 % (log 0.64).
+    assert step.endswith("--check 'OsuPointToPoint' --var bw_4MiB"), step

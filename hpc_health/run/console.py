@@ -3,6 +3,7 @@ ReFrame's lines to show, and the one sentence on what to do next."""
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Callable
@@ -71,6 +72,13 @@ def drift_lines(drifts, nights):
     return lines
 
 
+def _size_of_change(v):
+    """How far a figure moved, either way, on the log scale (a time 3x longer
+    and a bandwidth at a third are as far): the one to look at first."""
+    d = v.deviation
+    return abs(math.log1p(d)) if d is not None and d > -1 else 0.0
+
+
 def next_step(site, verdict_list, base, run_dir, adopted=False, drifts=(), whole=None,
               stopped_by=None):
     """One sentence on what to do now."""
@@ -78,7 +86,8 @@ def next_step(site, verdict_list, base, run_dir, adopted=False, drifts=(), whole
     for v in verdict_list:
         counts[v.verdict] = counts.get(v.verdict, 0) + 1
     if counts.get(verdicts.DEGRADED) or counts.get(verdicts.OUTLIER):
-        worst = next(v for v in verdict_list if v.verdict in (verdicts.DEGRADED, verdicts.OUTLIER))
+        worst = max((v for v in verdict_list if v.verdict in (verdicts.DEGRADED, verdicts.OUTLIER)),
+                    key=_size_of_change)
         m = worst.measurement
         return (f"Next: look at the {worst.verdict} figures above; when it started: "
                 f"hpc-health history --site {site.name} --check '{m.test}' --var {m.variable}")
