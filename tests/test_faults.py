@@ -460,6 +460,11 @@ def test_a_spack_environment_without_its_spack_key(root):
     (lambda d: d.update(site="elsewhere"), "site", "but the folder is 'local'"),
     (lambda d: d.update(budget_weights={"StreamBandwidth": 0}),
      "budget_weights.StreamBandwidth", "0"),
+    # A check's name the suite does not know would weight or loosen nothing.
+    (lambda d: d.update(budget_weights={"StreamBandwith": 3}),
+     "budget_weights.StreamBandwith", "names no check in "),
+    (lambda d: d.update(tolerance={"Halo/time_8B": 0.5}),
+     "tolerance.Halo/time_8B", "(known: BarrierLatency, "),
     # What a benchmark's schema cannot say, its own check says
     # (hpc_health/parsers/registry.py), at the same place.
     (lambda d: d["partitions"]["default"].update(osu={"sizes": {"latency": [8, 24]}}),

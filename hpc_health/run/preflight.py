@@ -9,7 +9,7 @@ from pathlib import Path
 from hpc_health import paths
 from hpc_health.errors import ConfigError
 from hpc_health.run.command import check_classes, declared_figures
-from hpc_health.site import sites
+from hpc_health.site import sites, yamlio
 from hpc_health.store import references
 
 
@@ -23,6 +23,7 @@ def validate(site_name, partition=None, figures=False):
         raise ConfigError(site.settings_file, f"no partition {partition!r} "
                           f"(known: {', '.join(site.partitions)})", keypath="partitions")
     check_site_paths(site)
+    _check_names_in_settings(site)
     refs = None
     if site.reference_file.exists():
         refs = references.load(site.reference_file, declared_figures() if figures else None)
@@ -34,6 +35,27 @@ def validate(site_name, partition=None, figures=False):
                               line=refs.line_of(unknown[0]), keypath=unknown[0])
     return site, refs
 
+
+def unknown_checks(settings, known):
+    """The keys of the site settings that name a check by name
+    (``budget_weights``, ``tolerance``: "Check" or "Check/variable") and
+    name none of *known*, as (setting, key)."""
+    return [(setting, key) for setting in ("budget_weights", "tolerance")
+            for key in (settings.get(setting) or {})
+            if str(key).split("/", 1)[0] not in known]
+
+
+def _check_names_in_settings(site):
+    """A typo in a check's name would weight or loosen nothing, silently."""
+    known = check_classes()
+    unknown = unknown_checks(site.settings, known)
+    if unknown:
+        setting, key = unknown[0]
+        doc = yamlio.load(site.settings_file)
+        raise ConfigError(site.settings_file, f"names no check in "
+                          f"{paths.repo_root() / 'reframe_checks'} (known: "
+                          f"{', '.join(sorted(known))}): a typo?",
+                          line=doc.line_of([setting, key]), keypath=f"{setting}.{key}")
 
 
 #: Free space a run needs in the store: stage directories, builds, outputs
