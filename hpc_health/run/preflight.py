@@ -23,20 +23,21 @@ def validate(site_name, partition=None, figures=False):
         raise ConfigError(site.settings_file, f"no partition {partition!r} "
                           f"(known: {', '.join(site.partitions)})", keypath="partitions")
     check_site_paths(site)
-    _check_names_in_settings(site)
+    known = check_classes()
+    _check_names_in_settings(site, known)
     refs = None
     if site.reference_file.exists():
         refs = references.load(site.reference_file, declared_figures() if figures else None)
-        unknown = sorted(set(refs.tests) - set(check_classes()))
+        unknown = sorted(set(refs.tests) - known)
         if unknown:
             raise ConfigError(refs.path, f"references for {', '.join(unknown)}, which no check "
                               f"in {paths.repo_root() / 'reframe_checks'} defines (known: "
-                              f"{', '.join(sorted(check_classes()))}): a renamed check?",
+                              f"{', '.join(sorted(known))}): a renamed check?",
                               line=refs.line_of(unknown[0]), keypath=unknown[0])
     return site, refs
 
 
-def unknown_checks(settings, known):
+def _unknown_checks(settings, known):
     """The keys of the site settings that name a check by name
     (``budget_weights``, ``tolerance``: "Check" or "Check/variable") and
     name none of *known*, as (setting, key)."""
@@ -45,10 +46,9 @@ def unknown_checks(settings, known):
             if str(key).split("/", 1)[0] not in known]
 
 
-def _check_names_in_settings(site):
+def _check_names_in_settings(site, known):
     """A typo in a check's name would weight or loosen nothing, silently."""
-    known = check_classes()
-    unknown = unknown_checks(site.settings, known)
+    unknown = _unknown_checks(site.settings, known)
     if unknown:
         setting, key = unknown[0]
         doc = yamlio.load(site.settings_file)
