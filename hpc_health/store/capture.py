@@ -372,16 +372,22 @@ def summary(proposals: dict[Any, Any]) -> tuple[int, int, int]:
 
 def summary_line(proposals: dict[Any, Any]) -> str:
     made, weak, left = summary(proposals)
+    return (f"{made} references proposed ({weak} weak{_when_strong(proposals, weak)}; see "
+            f"WEAK above), {left} figures left out (see '-' and '!' above)")
+
+
+def _when_strong(proposals: dict[Any, Any], weak: int) -> str:
+    """How many of the weak references healthy nights make strong, and after how many."""
     later = sorted(p["strong_after"] for p in proposals.values()
                    if "weak" in p.get("provenance", {}) and p.get("strong_after"))
-    span = "" if not later else f"{later[0]}" if later[0] == later[-1] else \
-        f"{later[0]}-{later[-1]}"
-    when = ("" if not weak else ", however many healthy nights" if not later else
-            f": not weak after {span} healthy nights" if len(later) == weak else
-            f": {len(later)} not weak after {span} healthy nights, {weak - len(later)} "
-            "however many")
-    return (f"{made} references proposed ({weak} weak{when}; see WEAK above), {left} figures "
-            f"left out (see '-' and '!' above)")
+    if not weak:
+        return ""
+    if not later:
+        return ", however many healthy nights"
+    span = f"{later[0]}" if later[0] == later[-1] else f"{later[0]}-{later[-1]}"
+    if len(later) == weak:
+        return f": not weak after {span} healthy nights"
+    return f": {len(later)} not weak after {span} healthy nights, {weak - len(later)} however many"
 
 
 def write(path: Path, data: dict[str, Any]) -> None:
