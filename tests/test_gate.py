@@ -131,6 +131,45 @@ def test_busy_nights_count_towards_a_loss_that_stays_only_on_a_busy_night():
     assert quiet.verdict == "PASS" and quiet.noise.nights == 0, quiet.reason
 
 
+def test_a_loss_on_a_node_busy_two_nights_in_a_row_fails_on_the_second():
+    """Between the one-night threshold and the two-night one (same level as
+    the three-night rule's): the second busy night in a row fails, with
+    the load named; the same loss on a quiet night after a busy one, or on
+    a busy night after a quiet one, waits for its third night."""
+    prov, ref = _prov(series("stream_triad_1t")[:5])
+    noise = gating.noise_of(prov)
+    lv = gate.levels(1.0, 10, 1)
+    scale = noise.spread * math.sqrt(1 + 1 / noise.runs)
+    c1 = gate.threshold(lv.one_night, noise.df, noise.runs)
+    c2 = gate.threshold(lv.persist, noise.df, noise.runs, gate.BUSY_PERSIST_NIGHTS)
+    assert c2 < c1
+    loss = math.exp(-0.5 * (c1 + c2) * scale)
+
+    def night(k, busy):
+        return nights.Night(f"n{k}", f"2027-01-0{k + 1}", ref * loss, not busy, not busy)
+
+    two = gating.judge_night(ref * loss, ref, "higher", prov, [night(0, True)], 10, 1.0,
+                             busy=True)
+    assert two.verdict == "DEGRADED" and two.tag.startswith("2 nights, -"), two.reason
+    assert "on a node busy on the last two" in two.reason
+    for before, tonight in ((True, False), (False, True)):
+        one = gating.judge_night(ref * loss, ref, "higher", prov, [night(0, before)], 10,
+                                 1.0, busy=tonight)
+        assert one.verdict == "PASS", (before, tonight, one.reason)
+
+
+def test_the_two_night_threshold_keeps_its_level_with_the_shared_reference_error():
+    """What the busy rule spends on a node whose load touches nothing: two
+    healthy nights both beyond c_2 at the persistence level, simulated."""
+    rng = np.random.default_rng(11)
+    df, runs, alpha, trials = 4.0, 5, 0.01, 400_000
+    c2 = gate.threshold(alpha, df, runs, gate.BUSY_PERSIST_NIGHTS)
+    base = rng.normal(size=(trials, runs))
+    mu, s = base.mean(axis=1), base.std(axis=1, ddof=1)
+    t = (rng.normal(size=(trials, 2)) - mu[:, None]) / (s[:, None] * math.sqrt(1 + 1 / runs))
+    assert float(np.mean(np.all(t > c2, axis=1))) == pytest.approx(alpha, rel=0.1)
+
+
 def test_a_declared_tolerance_wider_than_the_loss_keeps_it_a_pass():
     prov, ref = _prov(series("stream_triad_1t")[:5])
     night = gating.judge_night(ref * 0.7, ref, "higher", prov, [], 10, 1.0, tolerance=0.4)

@@ -279,7 +279,9 @@ def judge_night(value: float, reference: float, direction: str, prov: Mapping[st
     A busy night counts towards a loss that stays only while the node stays
     busy (*busy*: tonight is too): a node that other processes load night
     after night is a sick node, and its loss fails with the load named
-    beside it; a quiet night after busy ones starts afresh."""
+    beside it, on the second busy night in a row
+    (:data:`gate.BUSY_PERSIST_NIGHTS`); a quiet night after busy ones
+    starts afresh."""
     # The nights since the capture: its baseline runs are in the spread already.
     runs = prov.get("runs")
     captured, baseline = str(prov.get("captured") or ""), set(runs if isinstance(runs, list) else ())
@@ -297,8 +299,12 @@ def judge_night(value: float, reference: float, direction: str, prov: Mapping[st
             break       # a busy night breaks a quiet night's run
         recent.insert(0, worse_log(n.value, reference, direction))
     dev = worse_log(value, reference, direction)
+    # Busy tonight and the night before (Night.counts is False on a busy
+    # night): a loss on a loaded node may fail on its second night too.
+    loaded = busy and bool(past) and not past[-1].counts
     res = gate.judge(dev, recent, noise.spread, noise.df, noise.runs,
-                     levels_of(noise, checks, budget))
+                     levels_of(noise, checks, budget),
+                     also=gate.BUSY_PERSIST_NIGHTS if loaded else None)
     scale = noise.spread * math.sqrt(1 + 1 / noise.runs)
     one, low = (from_log(c * scale, direction) for c in (res.one_night, res.persist))
     floor = MIN_CHANGE if tolerance is None else tolerance
@@ -312,12 +318,12 @@ def judge_night(value: float, reference: float, direction: str, prov: Mapping[st
             night.tag = f"{res.nights_beyond} nights, {signed_pct(signed)}"
     elif -dev / scale > res.one_night:
         night.verdict = "IMPROVED"
-    night.reason = _why(night, res, low, direction, tolerance, one)
+    night.reason = _why(night, res, low, direction, tolerance, one, loaded)
     return night
 
 
 def _why(night: Night, res: gate.GateResult, low: float, direction: str,
-         tolerance: float | None, one: float) -> str:
+         tolerance: float | None, one: float, loaded: bool = False) -> str:
     """The reason of a night's verdict, its changes signed as read."""
     def read(frac: float) -> str:     # a fraction worse, signed as the figure moves
         return signed_pct(-frac if direction == HIGHER else frac)
@@ -330,7 +336,8 @@ def _why(night: Night, res: gate.GateResult, low: float, direction: str,
         return (f"{said} on one night, beyond the {read(night.bound)} its noise allows "
                 f"(t {res.statistic:.1f} > {res.one_night:.1f}){tight}")
     if night.verdict == "DEGRADED":
-        return (f"{said}; {res.nights_beyond} nights in a row beyond {read(low)}, a loss "
+        stays = "on a node busy on the last two, a loss" if loaded else "a loss"
+        return (f"{said}; {res.nights_beyond} nights in a row beyond {read(low)}, {stays} "
                 f"that stays (t > {res.persist:.1f} each night){tight}")
     if night.verdict == "IMPROVED":
         return f"{said}, better than its noise explains on one night: re-baseline?"

@@ -49,6 +49,13 @@ SHARE_ONE_NIGHT, SHARE_PERSIST, SHARE_BROAD = 0.45, 0.45, 0.10
 #: Nights a loss must stay beyond the lower threshold: the third night is
 #: the latest a sustained loss the noise hides on any single night fails.
 PERSIST_NIGHTS = 3
+#: A second persistence rule, for a node busy on each of the nights (other
+#: processes used its cores while the check ran): a loss beyond its own
+#: threshold, at the persistence rule's level, on two busy nights in a row
+#: fails on the second.  The load is a finding of its own and a loaded node
+#: a sick one; a figure the load does not touch spends at most twice its
+#: persistence share there (both rules), and nothing on a quiet node.
+BUSY_PERSIST_NIGHTS = 2
 #: Healthy nights since capture whose deviations feed a figure's spread: two
 #: months of nights, so an old quiet (or noisy) season does not decide today's.
 LEARN_WINDOW = 60
@@ -257,22 +264,26 @@ class GateResult:
 
 
 def judge(deviation: float, previous: list[float], spread: float, df: float, runs: int,
-          lv: Levels, k: int = PERSIST_NIGHTS) -> GateResult:
+          lv: Levels, k: int = PERSIST_NIGHTS, also: int | None = None) -> GateResult:
     """Tonight's deviation (log, worse side positive) and the previous
     nights' (oldest first) under the gate of a figure of night spread
-    ``spread`` with ``df`` degrees of freedom and a reference of ``runs``."""
+    ``spread`` with ``df`` degrees of freedom and a reference of ``runs``.
+
+    ``also``: a shorter persistence rule applied beside the ``k``-night one,
+    its own threshold at the same level (:data:`BUSY_PERSIST_NIGHTS` on a
+    node busy night after night); the result speaks of the rule that failed,
+    else of the ``k``-night one."""
     q = math.sqrt(1.0 + 1.0 / max(runs, 1))
     scale = max(spread, 1e-9) * q
     t = deviation / scale
     c1 = threshold(lv.one_night, df, runs, 1)
-    ck = min(threshold(lv.persist, df, runs, k), c1)
-    beyond = 0
-    for d in [*previous, deviation][::-1]:
-        if d / scale > ck:
-            beyond += 1
-        else:
-            break
+    rules = [(n, min(threshold(lv.persist, df, runs, n), c1))
+             for n in ([k] if also is None else [k, also])]
+    nights = [*previous, deviation][::-1]
+    streaks = [(n, c, next((i for i, d in enumerate(nights) if d / scale <= c), len(nights)))
+               for n, c in rules]
+    n, ck, beyond = next((r for r in streaks if r[2] >= r[0]), streaks[0])
     # A loss that has stayed k nights is said so (and needs no retest),
     # however far beyond the one-night bound tonight is.
-    failed = f"{k} nights" if beyond >= k else ("one night" if t > c1 else "")
+    failed = f"{n} nights" if beyond >= n else ("one night" if t > c1 else "")
     return GateResult(t, c1, ck, failed, beyond, tail_probability(t, _round_df(df), runs))
