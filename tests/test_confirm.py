@@ -69,3 +69,37 @@ def test_the_retest_chooses_its_own_checks_and_keeps_the_nights_other_options():
         {"display_name": "KernelsBuild ~local:default+gnu-mpi", "hashcode": "de9d5ff6"},
         {"display_name": "BarrierLatency", "hashcode": "73d08f77"}]}]}
     assert _hashes(report, {"BarrierLatency"}) == ["73d08f77"]
+
+
+def test_a_retest_that_found_the_loss_shrunk_beyond_the_noise_withdraws_it():
+    """The 8 B allreduce of the newcomer walk on 2026-11-28: 0.45 us on its
+    night against 0.17 us (+165 %), 0.24 us on its retest (+41 %, still
+    beyond its +28 % bound): the loss shrank by 0.63 in log, past the
+    0.32 one night's bound allows between two nights (t 4.9, spread 4.6 %).
+    The same night with a retest at +150 % is the same loss: confirmed."""
+    def night(deviation, one_night):
+        m = _m("latency_8B", 0.17 * (1 + deviation))
+        m.better = "lower"
+        return Verdict(m, "DEGRADED", deviation=deviation, reason="+165 % on one night",
+                       method="gate", one_night=one_night,
+                       retest_shrink=4.9 * 0.046 * 2 ** 0.5 if one_night else None)
+
+    (ended,) = confirm.combine([night(1.65, True)], [night(0.413, False)])
+    assert (ended.verdict, ended.tag, ended.retest) == ("PASS", confirm.NOT_CONFIRMED,
+                                                        "withdrawn")
+    assert ended.reason == ("+165 % on one night, but +41.3 % on its retest minutes later: "
+                            "the loss shrank by more than one night's noise allows, an "
+                            "episode ending, not a loss that stayed")
+    (stayed,) = confirm.combine([night(1.65, True)], [night(1.5, False)])
+    assert stayed.verdict == "DEGRADED" and stayed.retest == "confirmed"
+    # a loss that grew on its retest is confirmed however much it grew
+    (grew,) = confirm.combine([night(0.5, True)], [night(3.0, False)])
+    assert grew.verdict == "DEGRADED" and grew.retest == "confirmed"
+
+
+def test_what_the_retest_said_comes_before_a_busy_nodes_note():
+    busy = "-34.4 % on one night; node busy: load 2.8 on 2 cores; other processes used 1.0"
+    (v,) = confirm.combine([_v("DEGRADED", -0.344, True, reason=busy)],
+                           [_v("DEGRADED", -0.35, True)])
+    assert v.reason == ("-34.4 % on one night; confirmed by its retest (-35.0 %); node busy: "
+                        "load 2.8 on 2 cores; other processes used 1.0")

@@ -170,6 +170,22 @@ def test_the_two_night_threshold_keeps_its_level_with_the_shared_reference_error
     assert float(np.mean(np.all(t > c2, axis=1))) == pytest.approx(alpha, rel=0.1)
 
 
+def test_a_loss_that_stays_shrinks_past_its_retest_allowance_at_the_one_night_level():
+    """The retest's allowance, c1 σ̂ √2: night and retest share the loss and
+    the reference's error, so a loss that stays exceeds it only as often as
+    a healthy night exceeds the one-night bound (simulated, σ = 1)."""
+    prov, ref = _prov(series("stream_triad_1t")[:5])
+    night = gating.judge_night(ref * 0.5, ref, "higher", prov, [], 10, 1.0)
+    c1 = gate.threshold(gate.levels(1.0, 10, 1).one_night, night.noise.df, night.noise.runs)
+    assert night.retest_shrink == pytest.approx(c1 * night.noise.spread * math.sqrt(2))
+    rng = np.random.default_rng(13)
+    df, alpha, trials = 4.0, 0.01, 400_000
+    c = gate.threshold(alpha, df, 5)
+    spread = np.sqrt(rng.chisquare(df, trials) / df)
+    shrink = rng.normal(size=trials) - rng.normal(size=trials)
+    assert float(np.mean(shrink > c * spread * math.sqrt(2))) == pytest.approx(alpha, rel=0.1)
+
+
 def test_a_declared_tolerance_wider_than_the_loss_keeps_it_a_pass():
     prov, ref = _prov(series("stream_triad_1t")[:5])
     night = gating.judge_night(ref * 0.7, ref, "higher", prov, [], 10, 1.0, tolerance=0.4)

@@ -23,6 +23,9 @@ from hpc_health import processes
 
 #: Other processes using this many cores on average make the node "busy".
 BUSY_CORES = 0.25
+#: What a verdict's reason begins a busy node's note with: the judgement
+#: reads it back from stored verdicts (:mod:`hpc_health.judge.nights`).
+BUSY = "node busy"
 #: How many of the busiest other processes a note names.
 NAMED = 3
 #: The flag of a kernel thread in /proc/PID/stat (include/linux/sched.h).
@@ -180,7 +183,7 @@ def note(info):
     # A process that used less than a twentieth of a core names nothing.
     who = ", ".join(f"{pid} {comm} {cores:.1f}" for pid, comm, cores in info["busiest"]
                     if cores >= 0.05)
-    return (f"node busy: load {info['load']:.1f} on {info['cpus']} cores; other processes "
+    return (f"{BUSY}: load {info['load']:.1f} on {info['cpus']} cores; other processes "
             f"used {info['other_cores']:.1f} cores meanwhile"
             + (f" (pid command cores: {who})" if who else ""))
 

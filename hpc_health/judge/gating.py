@@ -256,6 +256,20 @@ class Night:
     bound: float            # the one-night bound enforced tonight (fraction worse)
     noise: Noise
     tag: str = ""
+    #: How much a one-night loss may shrink on its retest (log) and still be
+    #: the same loss: what one night's bound allows between two nights.
+    retest_shrink: float = math.inf
+
+
+def retest_shrank(night_dev: float, retest_dev: float, direction: str,
+                  allowed: float) -> bool:
+    """Whether a retest (signed change *retest_dev*) minutes after a night
+    that changed by *night_dev* found the loss shrunk by more than *allowed*
+    (log): an episode ending, not a state of the machine.  The reference's
+    own error is in both and cancels, so the shrinkage of a loss that stays
+    exceeds the one-night bound's ``c1 σ √2`` with the one-night level only."""
+    return (worse_log(1.0 + night_dev, 1.0, direction)
+            - worse_log(1.0 + retest_dev, 1.0, direction)) > allowed
 
 
 def tolerance_of(tolerances: Mapping[str, float] | None, test: str, variable: str) -> float | None:
@@ -311,7 +325,8 @@ def judge_night(value: float, reference: float, direction: str, prov: Mapping[st
     enforced = max(one, floor)
     signed = (value - reference) / reference
     sustained = max(detection(noise, checks, budget, direction)[1], floor)
-    night = Night("PASS", signed, "", sustained, res.p_value, enforced, noise)
+    night = Night("PASS", signed, "", sustained, res.p_value, enforced, noise,
+                  retest_shrink=res.one_night * noise.spread * math.sqrt(2.0))
     if res.failed and from_log(max(dev, 0.0), direction) > floor:
         night.verdict = "DEGRADED"
         if res.failed != "one night":

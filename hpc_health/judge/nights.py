@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hpc_health.jobside.nodeload import BUSY
 from hpc_health.stats.gate import LEARN_WINDOW, PERSIST_NIGHTS
 
 if TYPE_CHECKING:
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
 #: Verdicts of a night whose figure was judged against the reference.
 _JUDGED = ("PASS", "DEGRADED", "IMPROVED", "XFAIL")
-_BUSY = "node busy"
 
 
 @dataclass
@@ -65,7 +65,7 @@ def past(idx: FigureIndex, runs: Sequence[Run], tonight: str,
         if m.value is None or verdict not in _JUDGED:
             continue
         run = m.run
-        busy = _BUSY in (getattr(m, "verdict_reason", "") or "")
+        busy = BUSY in (getattr(m, "verdict_reason", "") or "")
         drift = (m.check, m.partition_fullname, m.variable) in drifting.get(run.run_id, ())
         out.setdefault(figure_key(m), []).append(
             Night(run.run_id, run.started or "", float(m.value),

@@ -66,6 +66,9 @@ class Verdict:
     #: it is not weak (:func:`hpc_health.judge.gating.nights_to`), -1 when
     #: no number of nights will do; 0 when not weak or not known
     strong_after: int = 0
+    #: a one-night failure: how much its loss may shrink on its retest (log)
+    #: and still be confirmed (:func:`hpc_health.judge.gating.retest_shrank`)
+    retest_shrink: float | None = None
 
 
 def stats_reference(m: Measurement, provenance: dict[str, Any] | None = None) -> stats.Reference:
@@ -243,6 +246,7 @@ def _gated(m, xfail, prov, past_nights, checks, budget, tolerances, max_mdc):
     return Verdict(m, verdict, deviation=night.deviation, reason=reason, mdc=night.mdc,
                    p_value=night.p_value, method="gate", tag=tag, noise=noise,
                    one_night=verdict == DEGRADED and not night.tag,
+                   retest_shrink=night.retest_shrink,
                    strong_after=(0 if tag != "weak reference" else
                                  -1 if strong_after is None else strong_after))
 
