@@ -116,10 +116,13 @@ class HogStats:
 
 
 @contextlib.contextmanager
-def memory_hog(binary, rate_mbs, cpu, warmup=0.3):
-    """Run ``memhog`` at ``rate_mbs`` (0: unpaced) pinned to ``cpu``."""
+def memory_hog(binary, rate_mbs, cpu, warmup=0.3, buffer_mib=None):
+    """Run ``memhog`` at ``rate_mbs`` (0: unpaced) pinned to ``cpu`` (None:
+    where the kernel puts it), copying ``buffer_mib`` (None: its default)."""
     stats = HogStats()
-    cmd = ["taskset", "-c", str(cpu), str(binary), str(int(round(rate_mbs)))]
+    cmd = [str(binary), str(int(round(rate_mbs)))]
+    cmd += [] if buffer_mib is None else [str(int(buffer_mib))]
+    cmd = cmd if cpu is None else ["taskset", "-c", str(cpu), *cmd]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     try:
