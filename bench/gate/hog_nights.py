@@ -87,7 +87,7 @@ def trial(root: Path, source: Path, scratch: Path, hog: Path, args, say) -> dict
     store = scratch / "store"
     copy_store(source, store)
     try:
-        nights, achieved = [], []
+        nights = []
         with contextlib.ExitStack() as hogs:
             stats = [hogs.enter_context(memory_hog(hog, args.rate, None, buffer_mib=args.buffer))
                      for _ in range(args.hogs)]
@@ -99,8 +99,7 @@ def trial(root: Path, source: Path, scratch: Path, hog: Path, args, say) -> dict
                     f"({time.monotonic() - started:.0f} s): " + ", ".join(
                         f"{k.split('/')[1]} {f[k]['change']:+.1f} % {f[k]['verdict']}"
                         for k in TRIADS if k in f and f[k]["change"] is not None))
-        achieved = [s.achieved_mbs for s in stats]
-        return {"nights": nights, "hog_mbs": achieved}
+        return {"nights": nights, "hog_mbs": [s.achieved_mbs for s in stats]}
     finally:
         shutil.rmtree(store, ignore_errors=True)
 
