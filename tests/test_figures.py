@@ -41,6 +41,7 @@ def test_where_restricts_a_figure_to_matching_instances():
     (Figure("x-y", "us", LOWER, lambda o: o), "must be an identifier"),
     (Figure("x", "us", LOWER, "not callable"), "read must be a function"),
     (Figure("x_{}", "us", LOWER, lambda o, v: o, Axis("no_such")), "no attribute 'no_such'"),
+    (Figure("x", "us", LOWER, lambda o: o, min_change=-0.1), "min_change -0.1: a fraction"),
 ])
 def test_a_wrong_declaration_names_the_check_and_the_figure(fig, message):
     with pytest.raises(DeclarationError) as err:

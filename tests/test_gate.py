@@ -364,3 +364,48 @@ def test_a_weak_figure_is_told_after_how_many_healthy_nights_it_is_not_weak():
     assert gating.nights_to(gating.Noise(0.07, 4 + n, 5, n), 10, 1.0, "higher", 0.20) == 0
     # A figure too noisy for any window of nights is told so.
     assert gating.nights_to(gating.Noise(0.4, 4, 5), 10, 1.0, "higher", 0.20) is None
+
+
+def test_a_ratio_at_its_floor_fails_only_past_the_least_change_its_check_declares(tmp_path):
+    """IOR's slowest/fastest rank-time ratio at 1.000-1.002 on all five
+    baseline runs: its spread shows none of its noise, so the 3 % every
+    figure has as its floor was its bound, and a clean night at 1.36 failed.
+    The check declares the least change that is a finding (+50 %); capture
+    and run both hold to it, and a site's tolerance still replaces it."""
+    from store_fixtures import case
+
+    from hpc_health.checklib.ior import RANK_RATIO_MIN_CHANGE
+    from hpc_health.judge import verdicts
+    from hpc_health.model import results
+    from hpc_health.store import capture, references
+
+    def judged(tonight, least, tolerance=None):
+        key = ("IorBandwidth", ("$partition", "$environ", "mode"),
+               ("local:default", "gnu-mpi", "posix_shared"), "posix_rank_time_ratio")
+        found = {key: {"unit": "ratio", "better": "lower", "runs": [f"r{k}" for k in range(5)],
+                       "samples_by_run": [[v] for v in (1.000, 1.001, 1.000, 1.002, 1.000)],
+                       "busy_by_run": [0] * 5, "min_change": least}}
+        proposals = capture.propose(found)
+        where = tmp_path / f"{least}-{tonight}-{bool(tolerance)}"
+        where.mkdir()
+        capture.write(where / "local.yaml", capture.merge({}, proposals))
+        tc = case("IorBandwidth", "posix_rank_time_ratio", tonight, "ratio",
+                  params={"mode": "posix_shared"}, better="lower")
+        tc["figure_min_change"] = {"posix_rank_time_ratio": least} if least else {}
+        ms = results.measurements({"runs": [{"testcases": [tc]}]})
+        settings = {"tolerance": tolerance} if tolerance else {}
+        v, = verdicts.judge_all(ms, references.load(where / "local.yaml"), settings=settings)
+        return proposals[key]["provenance"]["mdc"], v
+
+    assert RANK_RATIO_MIN_CHANGE == 0.5
+    _, before = judged(1.36, 0.0)
+    assert before.verdict == "DEGRADED"
+    assert "the smallest change any figure fails on" in before.reason, before.reason
+    mdc, quiet = judged(1.36, 0.5)
+    assert quiet.verdict == "PASS" and "(the smallest change its check counts)" in quiet.reason
+    assert mdc == pytest.approx(0.5) and quiet.mdc == pytest.approx(mdc)
+    _, sick = judged(1.8, 0.5)
+    assert sick.verdict == "DEGRADED", sick.reason
+    assert "beyond +50.0 %, the smallest change its check counts," in sick.reason
+    _, site = judged(1.36, 0.5, tolerance={"IorBandwidth/posix_rank_time_ratio": 0.2})
+    assert site.verdict == "DEGRADED" and "the site's tolerance" in site.reason, site.reason

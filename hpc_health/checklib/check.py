@@ -127,6 +127,10 @@ class HealthCheck(RecordedSkip, rfm.RunOnlyRegressionTest):
     #: --normalise``), for the figures that declare one.
     figure_capability = variable(typ.Dict[str, str], value={})
 
+    #: The smallest change each figure is a finding at, for the figures
+    #: that declare one (:attr:`Figure.min_change`).
+    figure_min_change = variable(typ.Dict[str, float], value={})
+
     #: Figures that could not be read, with the reason (each becomes a FAIL
     #: of its own; the other figures are still judged).
     figure_errors = variable(typ.Dict[str, str], value={})
@@ -225,6 +229,8 @@ class HealthCheck(RecordedSkip, rfm.RunOnlyRegressionTest):
         self.figure_better = {name: fig.better for name, (fig, _) in readers.items()}
         self.figure_capability = {name: fig.capability for name, (fig, _) in readers.items()
                                   if fig.capability}
+        self.figure_min_change = {name: fig.min_change for name, (fig, _) in readers.items()
+                                  if fig.min_change}
         if self.is_dry_run():
             self.perf_variables = {name: sn.make_performance_function(sn.defer(0.0), fig.unit)
                                    for name, (fig, _) in readers.items()}

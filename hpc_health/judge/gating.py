@@ -165,12 +165,14 @@ def bound(noise: Noise, checks: float, budget: float, direction: str) -> float:
 @dataclass
 class Baseline:
     """One figure's baseline nights: the run ids and each run's log figure;
-    ``resolution``: one printed step of its samples as a fraction of the value."""
+    ``resolution``: one printed step of its samples as a fraction of the value;
+    ``min_change``: the smallest change its check calls a finding."""
     run_ids: list
     logs: np.ndarray
     direction: str
     unit: str = ""
     resolution: float = 0.0
+    min_change: float = 0.0
 
     @property
     def spread(self) -> float:
@@ -285,7 +287,8 @@ def tolerance_of(tolerances: Mapping[str, float] | None, test: str, variable: st
 
 def judge_night(value: float, reference: float, direction: str, prov: Mapping[str, Any],
                 past: Sequence[Any], checks: float, budget: float,
-                tolerance: float | None = None, busy: bool = False) -> Night | None:
+                tolerance: float | None = None, busy: bool = False,
+                least: float = 0.0) -> Night | None:
     """Tonight's figure against its reference under the gate, with the
     figure's past nights (:class:`hpc_health.judge.nights.Night`, oldest
     first); None for a reference without a captured spread.
@@ -295,7 +298,11 @@ def judge_night(value: float, reference: float, direction: str, prov: Mapping[st
     after night is a sick node, and its loss fails with the load named
     beside it, on the second busy night in a row
     (:data:`gate.BUSY_PERSIST_NIGHTS`); a quiet night after busy ones
-    starts afresh."""
+    starts afresh.
+
+    Nothing fails below the site's *tolerance*, or without one below the
+    larger of :data:`MIN_CHANGE` and the figure's own *least* change
+    (:attr:`hpc_health.model.figures.Figure.min_change`)."""
     # The nights since the capture: its baseline runs are in the spread already.
     runs = prov.get("runs")
     captured, baseline = str(prov.get("captured") or ""), set(runs if isinstance(runs, list) else ())
@@ -321,7 +328,7 @@ def judge_night(value: float, reference: float, direction: str, prov: Mapping[st
                      also=gate.BUSY_PERSIST_NIGHTS if loaded else None)
     scale = noise.spread * math.sqrt(1 + 1 / noise.runs)
     one, low = (from_log(c * scale, direction) for c in (res.one_night, res.persist))
-    floor = MIN_CHANGE if tolerance is None else tolerance
+    floor = max(MIN_CHANGE, least) if tolerance is None else tolerance
     enforced = max(one, floor)
     signed = (value - reference) / reference
     sustained = max(detection(noise, checks, budget, direction)[1], floor)
@@ -333,22 +340,37 @@ def judge_night(value: float, reference: float, direction: str, prov: Mapping[st
             night.tag = f"{res.nights_beyond} nights, {signed_pct(signed)}"
     elif -dev / scale > res.one_night:
         night.verdict = "IMPROVED"
-    night.reason = _why(night, res, low, direction, tolerance, one, loaded)
+    night.reason = _why(night, res, low, direction, tolerance, one, loaded,
+                        _floor_said(one, floor, tolerance, least))
     return night
 
 
+def _floor_said(one: float, floor: float, tolerance: float | None, least: float) -> str:
+    """What set the bound when the noise did not (nothing when it did)."""
+    if one >= floor:
+        return ""
+    if tolerance is not None:
+        return "the site's tolerance"
+    return ("the smallest change its check counts" if least > MIN_CHANGE else
+            "the smallest change any figure fails on")
+
+
 def _why(night: Night, res: gate.GateResult, low: float, direction: str,
-         tolerance: float | None, one: float, loaded: bool = False) -> str:
-    """The reason of a night's verdict, its changes signed as read."""
+         tolerance: float | None, one: float, loaded: bool = False,
+         floor_said: str = "") -> str:
+    """The reason of a night's verdict, its changes signed as read;
+    *floor_said* names the floor when it, not the noise, set the bound."""
     def read(frac: float) -> str:     # a fraction worse, signed as the figure moves
         return signed_pct(-frac if direction == HIGHER else frac)
 
     said = signed_pct(night.deviation)
+    bound = (f"{read(night.bound)}, {floor_said}," if floor_said else
+             f"the {read(night.bound)} its noise allows")
     tight = ("" if tolerance is None or tolerance >= one else
              f"; the site's tolerance {read(tolerance)} is tighter than its noise allows "
              f"on one night ({read(one)})")
     if night.verdict == "DEGRADED" and not night.tag:
-        return (f"{said} on one night, beyond the {read(night.bound)} its noise allows "
+        return (f"{said} on one night, beyond {bound} "
                 f"(t {res.statistic:.1f} > {res.one_night:.1f}){tight}")
     if night.verdict == "DEGRADED":
         stays = "on a node busy on the last two, a loss" if loaded else "a loss"
@@ -358,7 +380,8 @@ def _why(night: Night, res: gate.GateResult, low: float, direction: str,
         return f"{said}, better than its noise explains on one night: re-baseline?"
     streak = (f"; {res.nights_beyond} night(s) in a row beyond {read(low)}"
               if res.nights_beyond else "")
-    return f"{said}, within {read(night.bound)}{streak}{tight}"
+    within = f"{read(night.bound)} ({floor_said})" if floor_said else read(night.bound)
+    return f"{said}, within {within}{streak}{tight}"
 
 
 def _feeding(past: Sequence[Any]) -> list[Any]:

@@ -223,7 +223,7 @@ def _gated(m, xfail, prov, past_nights, checks, budget, tolerances, max_mdc):
     value = stats.location(m.samples or [m.value])
     tol = gating.tolerance_of(tolerances, m.test, m.variable)
     night = gating.judge_night(value, m.ref, m.better, prov, past_nights, checks, budget, tol,
-                               busy=bool(m.busy))
+                               busy=bool(m.busy), least=m.min_change)
     if night is None:
         return None
     verdict, reason = night.verdict, night.reason + _rounds_note(m, prov)

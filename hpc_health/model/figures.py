@@ -58,6 +58,10 @@ class Figure:
     *capability* names the partition capability (``site.yaml``
     ``capabilities``) the figure is a fraction of, ``key`` or ``key/cores``
     for a per-core figure; ``compare --normalise`` divides by it.
+    *min_change* is the smallest change worse (a fraction) the check calls a
+    health finding, a floor under the bound the noise sets, for a figure
+    whose baseline cannot show its noise (a ratio that sits at its floor of
+    1 on every baseline run); a site's ``tolerance`` replaces it.
     """
     name: str
     unit: str
@@ -68,6 +72,7 @@ class Figure:
     source: str = "outputs"
     group: str = ""
     capability: str = ""
+    min_change: float = 0.0
 
     def validate(self, owner: str = "?", attrs: Any = ()) -> None:
         """Raise DeclarationError naming *owner* and this figure when the
@@ -89,6 +94,8 @@ class Figure:
                                        for k in self.capability.split("/")):
             bad(f"capability {self.capability!r}: use one of {', '.join(CAPABILITIES)} "
                 "(or KEY/cores)")
+        if not 0.0 <= self.min_change <= 9.0:
+            bad(f"min_change {self.min_change!r}: a fraction worse, from 0 to 9")
         for attr in ([self.axis.attr] if self.axis else []) + list(self.where) + [self.source]:
             if attrs and attr not in attrs:
                 bad(f"the check has no attribute {attr!r}")

@@ -50,6 +50,7 @@ class Measurement:
     capability: str = ""          # declared capability it is a fraction of (Figure.capability)
     proof: str = ""               # what the run showed was applied (a forced setting)
     finding: str = ""             # a finding the check names beside the figure
+    min_change: float = 0.0       # the smallest change it is a finding at (Figure.min_change)
 
     @property
     def partition_fullname(self) -> str:
@@ -220,6 +221,7 @@ def measurements(report: dict[str, Any]) -> list[Measurement]:
             continue
         better = _mapping(tc.get("figure_better"))
         capability = _mapping(tc.get("figure_capability"))
+        least = _mapping(tc.get("figure_min_change"))
         base["note"] = tc.get("reference_note") or ""
         proofs, findings = _mapping(tc.get("figure_proof")), _mapping(tc.get("findings"))
         for var, why in errors.items():
@@ -242,7 +244,8 @@ def measurements(report: dict[str, Any]) -> list[Measurement]:
                 ref=None if no_ref else ref, lower=lower, upper=upper,
                 samples=samples.get(var, []), rounds=len(rounds),
                 better=better.get(var), capability=capability.get(var, ""),
-                proof=proofs.get(var, ""), finding=findings.get(var, ""), **base))
+                proof=proofs.get(var, ""), finding=findings.get(var, ""),
+                min_change=float(least.get(var) or 0.0), **base))
     return out
 
 

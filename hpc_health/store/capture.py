@@ -60,7 +60,8 @@ def collect(run_dirs: Sequence[Path], partition: str | None = None) -> dict[Any,
             values = (m.partition_fullname, m.environ, *m.params.values())
             key = (m.test, names, values, m.variable)
             entry = found.setdefault(key, {"unit": m.unit, "better": m.better, "runs": [],
-                                           "samples_by_run": [], "busy_by_run": []})
+                                           "samples_by_run": [], "busy_by_run": [],
+                                           "min_change": m.min_change})
             entry["runs"].append(run_dir.name)
             entry["samples_by_run"].append(m.samples or [m.value])
             entry["busy_by_run"].append(m.busy_share)
@@ -141,7 +142,8 @@ def _baselines(found: dict[Any, Any]) -> tuple[dict[Any, Any], dict[Any, Any], d
         allx = [x for r in entry["samples_by_run"] for x in r]
         nights[key] = gating.Baseline(list(entry["runs"]), logs, entry["better"],
                                       entry["unit"], stats.quantisation_step(allx)
-                                      / math.exp(float(np.mean(logs))))
+                                      / math.exp(float(np.mean(logs))),
+                                      float(entry.get("min_change") or 0.0))
         provs[key] = prov
     return proposals, nights, provs
 
@@ -193,8 +195,9 @@ def _judged(nights, noise, provs, shares, budget, max_mdc):
                                  for k, v in noise[key].items() if v is not None}}
         fig = gating.noise_of(prov)
         assert fig is not None
-        # Below MIN_CHANGE nothing fails without a site's own tolerance.
-        one, sustained = (max(m, gating.MIN_CHANGE)
+        # Below MIN_CHANGE (or the figure's own least change) nothing fails
+        # without a site's own tolerance.
+        one, sustained = (max(m, gating.MIN_CHANGE, base.min_change)
                           for m in gating.detection(fig, checks, budget, direction))
         spread = _spread_said(fig, base.spread)
         if sustained >= MAX_ENFORCED[direction]:
