@@ -395,17 +395,21 @@ def test_a_ratio_at_its_floor_fails_only_past_the_least_change_its_check_declare
         ms = results.measurements({"runs": [{"testcases": [tc]}]})
         settings = {"tolerance": tolerance} if tolerance else {}
         v, = verdicts.judge_all(ms, references.load(where / "local.yaml"), settings=settings)
-        return proposals[key]["provenance"]["mdc"], v
+        return proposals[key], v
 
     assert RANK_RATIO_MIN_CHANGE == 0.5
-    _, before = judged(1.36, 0.0)
+    plain, before = judged(1.36, 0.0)
     assert before.verdict == "DEGRADED"
     assert "the smallest change any figure fails on" in before.reason, before.reason
-    mdc, quiet = judged(1.36, 0.5)
+    declared, quiet = judged(1.36, 0.5)
     assert quiet.verdict == "PASS" and "(the smallest change its check counts)" in quiet.reason
-    assert mdc == pytest.approx(0.5) and quiet.mdc == pytest.approx(mdc)
+    assert declared["provenance"]["mdc"] == pytest.approx(0.5)
+    assert quiet.mdc == pytest.approx(0.5)
+    # ReFrame is handed the floor too: plain ReFrame fails where a night would.
+    assert plain["leaf"][2] == pytest.approx(gating.MIN_CHANGE)
+    assert declared["leaf"][2] == pytest.approx(0.5)
     _, sick = judged(1.8, 0.5)
     assert sick.verdict == "DEGRADED", sick.reason
-    assert "beyond +50.0 %, the smallest change its check counts," in sick.reason
+    assert "beyond +50.0 %, the smallest change its check counts (t " in sick.reason
     _, site = judged(1.36, 0.5, tolerance={"IorBandwidth/posix_rank_time_ratio": 0.2})
     assert site.verdict == "DEGRADED" and "the site's tolerance" in site.reason, site.reason

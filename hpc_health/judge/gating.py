@@ -364,7 +364,7 @@ def _why(night: Night, res: gate.GateResult, low: float, direction: str,
         return signed_pct(-frac if direction == HIGHER else frac)
 
     said = signed_pct(night.deviation)
-    bound = (f"{read(night.bound)}, {floor_said}," if floor_said else
+    bound = (f"{read(night.bound)}, {floor_said}" if floor_said else
              f"the {read(night.bound)} its noise allows")
     tight = ("" if tolerance is None or tolerance >= one else
              f"; the site's tolerance {read(tolerance)} is tighter than its noise allows "

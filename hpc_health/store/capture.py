@@ -208,7 +208,10 @@ def _judged(nights, noise, provs, shares, budget, max_mdc):
                         "provenance": provs[key]}
             continue
         value = math.exp(float(np.mean(base.logs)))
-        b = gating.bound(fig, checks, budget, direction)
+        # ReFrame's bound is what the gate enforces on one night at capture,
+        # its floor included, so plain ReFrame fails where a night would.
+        b = max(gating.bound(fig, checks, budget, direction), gating.MIN_CHANGE,
+                base.min_change)
         prov.update(estimator=stats.ESTIMATOR, mdc=_round(sustained),
                     mdc_one_night=_round(one))
         strong_after = None
