@@ -3,6 +3,8 @@ the figure that stayed 10 % worse is named with the run it began at and the
 stack change beside it; a clean recorded series, and a figure tonight's run
 did not measure, are not."""
 
+import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -161,3 +163,35 @@ def test_no_night_of_a_long_clean_series_is_drifting(tmp_path, monkeypatch):
         assert stepscan.scan(window, "higher") is None, night
     _store(tmp_path, monkeypatch, [{QUIET_KEY: v} for v in values])
     assert _drifting()[0] == []
+
+
+def _busy(run_dir):
+    """Mark a stored night as measured on a busy node, as its verdicts say it."""
+    from hpc_health.jobside.nodeload import BUSY
+    (run_dir / "verdicts.json").write_text(json.dumps([{
+        "check": "StreamTriadScaling", "partition": "local:default", "environ": "gnu-mpi",
+        "variable": "triad", "verdict": "PASS",
+        "reason": f"-50.0 %, within -82 %; {BUSY}: other processes used 1.7 cores"}]))
+
+
+def test_nights_on_a_busy_node_neither_make_a_drift_nor_hide_one(tmp_path, monkeypatch):
+    """Three nights beside a memory hog (their verdicts say the node was busy)
+    then a clean night still a fifth down (the walk's night after the hogs):
+    one clean night is not DRIFTING for the hog's nights, as it was before;
+    a step on clean nights with a busy night inside it is still DRIFTING
+    since its first night, counting the clean nights."""
+    quiet = TRIAD[:15]                        # one episode: quiet within itself
+    values = quiet + [v * 0.5 for v in quiet[:3]] + [quiet[3] * 0.8]
+    store = _store(tmp_path / "hog", monkeypatch, [{TRIAD_KEY: v} for v in values])
+    found, runs = _drifting()
+    assert found, "the hog's nights alone drift when not known to be busy"
+    for run in runs[15:18]:
+        _busy(store / "runs" / "local" / run.run_id)
+    assert _drifting()[0] == []
+
+    values = quiet + [v * 0.85 for v in quiet[:6]]
+    store = _store(tmp_path / "step", monkeypatch, [{TRIAD_KEY: v} for v in values])
+    _busy(store / "runs" / "local" / sorted(os.listdir(store / "runs" / "local"))[17])
+    (d,), runs = _drifting()
+    began = [r.run_id for r in runs].index(d.run)
+    assert abs(began - 15) <= 1 and d.nights == len(runs) - began - 1

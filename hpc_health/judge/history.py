@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from hpc_health import stats
+from hpc_health.jobside.nodeload import BUSY
 from hpc_health.judge import verdicts
 from hpc_health.site import hardware
 from hpc_health.stats import stepscan
@@ -100,8 +101,12 @@ def drift(points: Sequence[dict[str, Any]],
     direction = points[-1]["better"]
     if direction not in stats.DIRECTIONS:
         return None     # undeclared direction: never guessed
-    start = reference_start(refs, points)
-    found = stepscan.scan([p["value"] for p in points[start:]], direction)
+    # A night on a busy node measured the load, not the machine: as capture
+    # and the spread leave it out, so does the step (nor does it start one
+    # the clean night after the load ends).
+    kept = [i for i in range(reference_start(refs, points), len(points))
+            if BUSY not in (getattr(points[i]["measurement"], "verdict_reason", "") or "")]
+    found = stepscan.scan([points[i]["value"] for i in kept], direction)
     if found:
-        found["index"] += start
+        found["index"] = kept[found["index"]]
     return found
