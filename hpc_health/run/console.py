@@ -8,6 +8,7 @@ import re
 import time
 from collections.abc import Callable
 
+from hpc_health import paths
 from hpc_health.judge import verdicts
 from hpc_health.site import hardware
 from hpc_health.spack import kit as spack_kit
@@ -81,7 +82,9 @@ def _size_of_change(v):
 
 def next_step(site, verdict_list, base, run_dir, adopted=False, drifts=(), whole=None,
               stopped_by=None):
-    """One sentence on what to do now."""
+    """One sentence on what to do now, its commands as the user can type
+    them here (:func:`hpc_health.paths.command`)."""
+    hh = paths.command()
     counts = {}
     for v in verdict_list:
         counts[v.verdict] = counts.get(v.verdict, 0) + 1
@@ -90,7 +93,7 @@ def next_step(site, verdict_list, base, run_dir, adopted=False, drifts=(), whole
                     key=_size_of_change)
         m = worst.measurement
         return (f"Next: look at the {worst.verdict} figures above; when it started: "
-                f"hpc-health history --site {site.name} --check '{m.test}' --var {m.variable}")
+                f"{hh} history --site {site.name} --check '{m.test}' --var {m.variable}")
     if stopped_by:
         return (f"Next: the run was stopped by {stopped_by}; the checks that completed are "
                 "judged above and kept, the one it cut short says so; run again for a whole "
@@ -101,14 +104,14 @@ def next_step(site, verdict_list, base, run_dir, adopted=False, drifts=(), whole
     if whole is not None and whole.word:
         return (f"Next: tonight's figures are {whole.word.lower()} than on the recent nights "
                 "(above): what changed since the last run, software stack included: "
-                f"hpc-health compare --site {site.name} {whole.previous} {run_dir.name}; if it "
+                f"{hh} compare --site {site.name} {whole.previous} {run_dir.name}; if it "
                 "stays, DRIFTING names each figure that moved")
     if drifts:
         d = drifts[0]
         return (f"Next: {len(drifts)} figure(s) have stayed worse for several runs (DRIFTING "
-                f"above); the series: hpc-health history --site {site.name} --check "
+                f"above); the series: {hh} history --site {site.name} --check "
                 f"'{d.trend.test}' --var {d.trend.variable}; if the change is intended (an "
-                f"upgrade you accept), re-baseline from the runs since: hpc-health reference "
+                f"upgrade you accept), re-baseline from the runs since: {hh} reference "
                 f"capture --site {site.name} --from {d.run}..{run_dir.name} --write")
     if base.complete and adopted:
         return "Next: the next run is judged against the references just written."
@@ -127,13 +130,13 @@ def next_step(site, verdict_list, base, run_dir, adopted=False, drifts=(), whole
                 f"above): keep running nightly: every quiet night adds to what their spread "
                 f"rests on (the noise column) and their MDC falls; the WEAK REFERENCE lines "
                 f"say after about how many each is not weak, or that no number of nights will "
-                f"do; `hpc-health reference show --site {site.name}` says what each caught at "
+                f"do; `{hh} reference show --site {site.name}` says what each caught at "
                 f"capture")
     if counts.get(verdicts.SKIPPED):
         return "Next: the SKIPPED lines above say what is missing for those checks."
     if counts.get(verdicts.IMPROVED):
         return ("Next: some figures IMPROVED beyond their bounds: if that change is expected, "
-                f"re-capture the references (hpc-health reference capture --site {site.name})")
+                f"re-capture the references ({hh} reference capture --site {site.name})")
     return "Next: nothing to do; run it again tomorrow."
 
 
@@ -146,7 +149,7 @@ def adoption_lines(base, written, proposals):
              f"reference; nothing written"]
     if weak:
         lines.append(f"  {weak} of them weak (they catch only large changes; each nightly run "
-                     f"adds to their spread's degrees of freedom): hpc-health reference show")
+                     f"adds to their spread's degrees of freedom): {paths.command()} reference show")
     for (test, _, values, var), prop in proposals.items():
         if "leaf" not in prop:
             why = prop.get("no_reference") or prop.get("error")
