@@ -1,12 +1,13 @@
-"""The gate bench (bench/gate): the hog nights' table in its README is
-generated from the committed results file, never typed in; a trial's store
-copy leaves the source store as it was."""
+"""The gate bench (bench/gate): the hog and clean nights' tables in its
+README are generated from the committed results files, never typed in; a
+trial's store copy leaves the source store as it was; a busy night is not
+counted as a clean one."""
 
 import json
 import os
 from pathlib import Path
 
-from bench.gate import hog_nights
+from bench.gate import clean_nights, hog_nights
 
 HERE = Path(__file__).resolve().parents[1] / "bench" / "gate"
 
@@ -30,3 +31,20 @@ def test_a_trials_store_links_the_runs_and_copies_what_a_night_writes(tmp_path):
     (copy / "index.sqlite").write_text("written by a night")
     assert (src / "index.sqlite").read_text() == "index"
     assert not os.path.samefile(copy / ".db.lock", src / ".db.lock")
+
+
+def test_the_readme_holds_the_clean_nights_table_of_its_results_file():
+    results = json.loads((HERE / "clean_nights.json").read_text())
+    assert sum(not n["busy"] for n in results["nights"]) >= 10
+    assert clean_nights.table(results) in (HERE / "README.md").read_text()
+
+
+def test_clean_nights_counts_the_quiet_nights_only_and_says_the_rate_a_month():
+    night = {"run": "R", "exit": 0, "failed": [], "busy": False}
+    results = {"code": "abc", "nights": [
+        *[night] * 8, {**night, "exit": 1, "failed": ["X v: DEGRADED: +90 %"]},
+        {**night, "exit": 1, "failed": ["Y v: DEGRADED"] * 3, "busy": True}]}
+    said = clean_nights.table(results)
+    assert "Clean nights failing: 1 of 9 (11 %); at that rate 3.3 failing nights" in said
+    assert "| 10 | R | 1 | 3 (node busy: not counted) |" in said
+    assert "X v: DEGRADED: +90 %" in said
