@@ -103,3 +103,16 @@ def test_what_the_retest_said_comes_before_a_busy_nodes_note():
                            [_v("DEGRADED", -0.35, True)])
     assert v.reason == ("-34.4 % on one night; confirmed by its retest (-35.0 %); node busy: "
                         "load 2.8 on 2 cores; other processes used 1.0")
+
+
+def test_a_withdrawn_failure_on_a_busy_node_is_not_called_noise():
+    """Hog trial 1 of 2026-11-28: two memory-copy hogs took 41.9 % of the
+    1-thread Triad on its night and 4.0 % on its retest minutes later."""
+    note = "node busy: load 1.8 on 2 cores; other processes used 1.2 cores (memhog)"
+    night = _v("DEGRADED", -0.419, True, variable="triad_1t",
+               reason=f"-41.9 % on one night; {note}")
+    night.measurement.busy = note
+    (v,) = confirm.combine([night], [_v("PASS", -0.04, variable="triad_1t")])
+    assert (v.verdict, v.retest) == ("PASS", "withdrawn")
+    assert v.reason == ("-41.9 % on one night, but -4.0 % on its retest minutes later: a loss "
+                        f"that did not stay, while other processes used the node; {note}")
