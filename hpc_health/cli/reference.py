@@ -29,10 +29,12 @@ def reference():
 def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, reframe_args):
     """Propose references from N new runs or from stored runs.
 
-    value = location (Huber M-estimate) of all samples; bounds from the
-    observed noise (episodes between runs included), at least 3 % and at
-    most 50 %.  Prints a diff;
-    writes only with --write.
+    value = geometric mean of the runs' figures (each the Huber location of
+    its samples); bound = the change the nightly gate fails one night on,
+    from the runs' spread under the site's false_alarm_budget, at least 3 %
+    (or the check's least change).  A figure in which the gate could catch
+    only a tenfold change is left out, with its spread.  Prints a diff; writes
+    only with --write.
     """
     import io
 

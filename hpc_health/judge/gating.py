@@ -141,13 +141,17 @@ def nights_to(noise: Noise, checks: float, budget: float, direction: str,
 WEAK_NOTE = "; weak reference: "
 
 
-def when_strong(nights: int | None, noise: Noise, max_mdc: float) -> str:
+def when_strong(nights: int | None, noise: Noise, max_mdc: float,
+                two_levels: bool = False) -> str:
     """When the nights a weak figure's spread learns from make it not weak
-    (``nights``: :func:`nights_to`), said for a person."""
+    (``nights``: :func:`nights_to`), said for a person; *two_levels*: its
+    baseline fell at two levels (:mod:`hpc_health.stats.levels`)."""
     said = f"healthy nights spread by the {100 * noise.spread:.1f} % it is judged with"
     if nights is None:
-        return (f"even {gate.LEARN_WINDOW} {said} would leave it above {max_mdc:.0%}: only "
-                "a quieter figure would not be (more rounds a night, a quieter node)")
+        quieter = ("a figure that stays at one level would not be (one placement of its "
+                   "ranks, one kind of node)" if two_levels else
+                   "a quieter figure would not be (more rounds a night, a quieter node)")
+        return f"even {gate.LEARN_WINDOW} {said} would leave it above {max_mdc:.0%}: only {quieter}"
     return (f"each healthy night adds to what its spread rests on: after about {nights} more "
             f"{said} it is under {max_mdc:.0%}")
 
@@ -166,13 +170,16 @@ def bound(noise: Noise, checks: float, budget: float, direction: str) -> float:
 class Baseline:
     """One figure's baseline nights: the run ids and each run's log figure;
     ``resolution``: one printed step of its samples as a fraction of the value;
-    ``min_change``: the smallest change its check calls a finding."""
+    ``min_change``: the smallest change its check calls a finding;
+    ``levels``: the two levels its samples fall at, if they do."""
     run_ids: list
     logs: np.ndarray
     direction: str
     unit: str = ""
     resolution: float = 0.0
     min_change: float = 0.0
+    #: its samples' two levels (:func:`hpc_health.stats.levels.two_levels`)
+    levels: Any = None
 
     @property
     def spread(self) -> float:

@@ -28,6 +28,7 @@ from hpc_health.judge import gating
 from hpc_health.model import results
 from hpc_health.site import hardware
 from hpc_health.stats.gate import FALSE_ALARM_BUDGET, PERSIST_NIGHTS, POWER
+from hpc_health.stats.levels import two_levels
 from hpc_health.store import references
 
 if TYPE_CHECKING:
@@ -140,10 +141,11 @@ def _baselines(found: dict[Any, Any]) -> tuple[dict[Any, Any], dict[Any, Any], d
                               "provenance": prov}
             continue
         allx = [x for r in entry["samples_by_run"] for x in r]
+        resolution = stats.quantisation_step(allx) / math.exp(float(np.mean(logs)))
         nights[key] = gating.Baseline(list(entry["runs"]), logs, entry["better"],
-                                      entry["unit"], stats.quantisation_step(allx)
-                                      / math.exp(float(np.mean(logs))),
-                                      float(entry.get("min_change") or 0.0))
+                                      entry["unit"], resolution,
+                                      float(entry.get("min_change") or 0.0),
+                                      two_levels(entry["samples_by_run"], resolution))
         provs[key] = prov
     return proposals, nights, provs
 
@@ -171,11 +173,18 @@ def _gated(nights: dict[Any, Any], provs: dict[Any, Any], budget: float,
     return made
 
 
-def _spread_said(fig: gating.Noise, own: float) -> str:
-    """The spread a reason's numbers follow from: the figure's own, and the
-    one it is judged with when borrowing moved it (a quiet figure among
-    noisy ones of its kind: its few runs cannot tell it apart from them)."""
+def _spread_said(fig: gating.Noise, base: gating.Baseline) -> str:
+    """The spread a reason's numbers follow from: the figure's own, the two
+    levels it comes from when its samples fall at two, and the one it is
+    judged with when borrowing moved it (a quiet figure among noisy ones of
+    its kind: its few runs cannot tell it apart from them)."""
+    own = base.spread
     said = f"its {fig.runs} runs spread by {100 * own:.1f} % (log SD)"
+    if base.levels is not None:
+        lv = base.levels
+        said += (f", its {lv.n_low + lv.n_high} samples at two levels, {_levels_said(base)} "
+                 f"({lv.n_low} and {lv.n_high}): the node switches between two states (a "
+                 f"VM's vCPU placement; on a cluster, two kinds of node or of placement)")
     if fig.prior_df and abs(math.log(fig.spread / own)) > math.log(1.25):
         said += (f", judged with {100 * fig.spread:.1f} % ({fig.rests_on()}): "
                  f"the other figures of its kind spread "
@@ -199,13 +208,13 @@ def _judged(nights, noise, provs, shares, budget, max_mdc):
         # without a site's own tolerance.
         one, sustained = (max(m, gating.MIN_CHANGE, base.min_change)
                           for m in gating.detection(fig, checks, budget, direction))
-        spread = _spread_said(fig, base.spread)
+        spread = _spread_said(fig, base)
         if sustained >= MAX_ENFORCED[direction]:
             out[key] = {"no_reference": f"cannot gate: {spread}, so under the site's "
                                         f"false_alarm_budget only a change of "
                                         f"{sustained:.0%} worse or more, sustained over "
                                         f"{PERSIST_NIGHTS} nights, could be caught",
-                        "provenance": provs[key]}
+                        "provenance": provs[key], "two_levels": _levels_said(base)}
             continue
         value = math.exp(float(np.mean(base.logs)))
         # ReFrame's bound is what the gate enforces on one night at capture,
@@ -217,7 +226,7 @@ def _judged(nights, noise, provs, shares, budget, max_mdc):
         strong_after = None
         if sustained > max_mdc:
             strong_after = gating.nights_to(fig, checks, budget, direction, max_mdc)
-            later = gating.when_strong(strong_after, fig, max_mdc)
+            later = gating.when_strong(strong_after, fig, max_mdc, base.levels is not None)
             prov["weak"] = (f"catches a change {sustained:.0%} worse by its {PERSIST_NIGHTS}rd night "
                             f"({one:.0%} on one night; {_POWER_SAID}), above the site's reference_max_mdc "
                             f"of {max_mdc:.0%}: {spread}; {later}")
@@ -227,8 +236,16 @@ def _judged(nights, noise, provs, shares, budget, max_mdc):
         out[key] = {"leaf": [_round(value, 6), _round(-min(b, _BETTER_MAX)), _round(b),
                              base.unit],
                     "provenance": prov, "constant": base.spread == 0,
-                    "strong_after": strong_after}
+                    "strong_after": strong_after, "two_levels": _levels_said(base)}
     return out
+
+
+def _levels_said(base: gating.Baseline) -> str:
+    """``48868 and 75504 MB/s`` for a baseline at two levels, else ''."""
+    if base.levels is None:
+        return ""
+    return " and ".join(f"{x:.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+                        for x in (base.levels.low, base.levels.high)) + f" {base.unit}"
 
 
 _POWER_SAID = f"{round(POWER * 5)} times in 5" if round(POWER * 5) == POWER * 5 \
@@ -351,6 +368,8 @@ def diff_lines(old_refs: ReferenceSet | None, proposals: dict[Any, Any]) -> list
             extra += ", the same value in every sample"
         if prop["provenance"].get("note"):
             extra += f"; {prop['provenance']['note']}"
+        if prop.get("two_levels") and "weak" not in prop["provenance"]:
+            extra += f"; samples at two levels, {prop['two_levels']}"
         extra += ")"
         if "weak" in prop["provenance"]:
             extra += f" WEAK: {prop['provenance']['weak']}"
@@ -378,8 +397,11 @@ def summary(proposals: dict[Any, Any]) -> tuple[int, int, int]:
 
 def summary_line(proposals: dict[Any, Any]) -> str:
     made, weak, left = summary(proposals)
+    split = sum(bool(p.get("two_levels")) for p in proposals.values())
+    levels = (f"; {split} of the figures with samples at two levels: the node switches "
+              "between two states" if split else "")
     return (f"{made} references proposed ({weak} weak{_when_strong(proposals, weak)}; see "
-            f"WEAK above), {left} figures left out (see '-' and '!' above)")
+            f"WEAK above), {left} figures left out (see '-' and '!' above){levels}")
 
 
 def _when_strong(proposals: dict[Any, Any], weak: int) -> str:

@@ -1,0 +1,84 @@
+"""Two levels in a baseline (hpc_health.stats.levels), on samples of
+newcomer walk 3's baseline (2026-11-28, this 2-vCPU guest), and what the
+capture says of a figure whose samples fall at two."""
+
+import numpy as np
+from sandbox import hpc_health, make_root
+from store_fixtures import case, write_run
+
+from hpc_health.judge import gating
+from hpc_health.stats.levels import MIN_GAP, two_levels
+from hpc_health.store import capture
+
+# StreamBandwidth Triad, MB/s: the host ran the two vCPUs on one core for
+# runs 1-3 and the end of run 5, on two for run 4 and the start of run 5.
+TRIAD = [[48744.6, 49168.9, 50358.3, 49768.1, 49690.1], [48704.3, 49275.1, 48839.2, 49383.2, 49004.2],
+         [48141.2, 48664.2, 48758.5, 48427.3, 48490.4], [76488.4, 75413.2, 73857.4, 75750.3, 75303.7],
+         [75609.8, 76134.5, 48289.3, 47563.2, 48421.8]]
+# The 2-thread Triad of the same runs: at the high level in run 4 alone.
+TRIAD_2T = [[49210.0, 49009.8, 48768.2, 48832.2, 48892.2], [48733.5, 48927.2, 48762.6, 48698.8, 49340.5],
+            [48530.3, 48358.9, 48491.8, 48588.2, 48658.6], [77143.6, 75810.7, 73847.8, 74481.0, 77258.5],
+            [47314.6, 47464.2, 47381.5, 47287.2, 47988.7]]
+# osu_latency 8 B, us: 0.12 on one core, 0.36 on two.
+LAT_8B = [[0.12, 0.12, 0.12], [0.12, 0.11, 0.13], [0.11, 0.11, 0.12], [0.36, 0.36, 0.37],
+          [0.36, 0.36, 0.36]]
+# osu_put_latency 8 B, us: one printed step (0.01 us) apart, not two states.
+PUT_8B = [[0.08, 0.08, 0.08], [0.08, 0.07, 0.08], [0.08, 0.08, 0.08], [0.07, 0.07, 0.07],
+          [0.08, 0.08, 0.08]]
+# 1-thread Triad, MB/s: one level, 3 % spread.
+TRIAD_1T = [[37561.8, 39758.3, 40168.9, 40295.7, 40347.9], [37638.6, 39489.5, 40601.6, 39785.1, 39696.5],
+            [39747.2, 39800.8, 39742.6, 39584.5, 39910.4], [35312.4, 37297.3, 37225.9, 36770.0, 37250.2],
+            [38320.4, 38468.6, 38045.3, 37981.1, 38808.8]]
+
+
+def test_two_states_of_the_node_are_two_levels():
+    lv = two_levels(TRIAD)
+    assert (lv.n_low, lv.n_high) == (18, 7)
+    assert round(lv.low, -2) == 48900 and round(lv.high, -2) == 75500
+    lat = two_levels(LAT_8B, resolution=0.01 / 0.2)
+    assert (lat.n_low, lat.n_high) == (9, 6) and 0.11 < lat.low < 0.12 < 0.36 < lat.high
+
+
+def test_one_level_a_lone_run_and_a_printed_step_are_not_two():
+    assert two_levels(TRIAD_1T) is None
+    assert two_levels(TRIAD_2T) is None          # run 4 alone: an episode, not a state
+    assert two_levels(PUT_8B, resolution=0.01 / 0.078) is None
+    assert two_levels(TRIAD[:1]) is None         # too few samples to say
+
+
+def test_noise_of_one_level_is_seldom_called_two():
+    rng = np.random.default_rng(43)
+    draws = [np.exp(0.05 * rng.standard_t(3, size=(5, 5))) for _ in range(500)]
+    called = sum(two_levels(d.tolist()) is not None for d in draws)
+    assert called <= 2, called
+    assert MIN_GAP >= 6
+
+
+def test_the_capture_says_a_figure_falls_at_two_levels(tmp_path):
+    root = make_root(tmp_path, references=False)
+    store = root.parent / "store"
+    ids = []
+    for k, (tri, one) in enumerate(zip(TRIAD, TRIAD_1T)):
+        rid = f"202611{k + 1:02d}T020000Z"
+        write_run(store, "local", rid, [case("StreamBandwidth", "triad", sorted(tri)[2], "MB/s"),
+                                        case("StreamTriadScaling", "one", sorted(one)[2], "MB/s")],
+                  started=rid, samples={0: {"triad": tri}, 1: {"one": one}})
+        ids.append(rid)
+    res = hpc_health(root, "reference", "capture", "--site", "local", "--from", ",".join(ids))
+    assert res.returncode == 0, res.stderr
+    (triad,) = [line for line in res.stdout.splitlines() if " triad:" in line]
+    assert "; samples at two levels, 48868 and 75504 MB/s)" in triad, triad
+    (one,) = [line for line in res.stdout.splitlines() if " one:" in line]
+    assert "two levels" not in one, one
+    assert "; 1 of the figures with samples at two levels" in res.stdout, res.stdout
+
+
+def test_a_weak_figures_reason_names_its_two_levels():
+    logs = np.log([np.median(r) for r in TRIAD])
+    base = gating.Baseline(list("abcde"), logs, "higher", "MB/s", levels=two_levels(TRIAD))
+    fig = gating.Noise(spread=base.spread, df=4, runs=5)
+    said = capture._spread_said(fig, base)
+    assert said == ("its 5 runs spread by 19.4 % (log SD), its 25 samples at two levels, "
+                    "48868 and 75504 MB/s (18 and 7): the node switches between two states "
+                    "(a VM's vCPU placement; on a cluster, two kinds of node or of placement)")
+    assert "one level" in gating.when_strong(None, fig, 0.5, two_levels=True)
