@@ -279,8 +279,8 @@ def test_a_weak_reference_says_tonight_after_how_many_nights_it_is_not(tmp_path)
         f"of 7%; each healthy night adds to what its spread rests on: after about {n} more " \
         "healthy nights spread by the " in lat.reason, lat.reason
     assert lat.strong_after == n
-    from hpc_health.store import capture
-    assert capture.summary_line(proposals).startswith(
+    from hpc_health.store import capture_lines
+    assert capture_lines.summary_line(proposals).startswith(
         f"2 references proposed (1 weak: not weak after {n} healthy nights; see WEAK above)")
     # The run's notes group the weak figures by when they are not weak.
     import dataclasses

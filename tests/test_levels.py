@@ -2,13 +2,16 @@
 newcomer walk 3's baseline (2026-11-28, this 2-vCPU guest), and what the
 capture says of a figure whose samples fall at two."""
 
+import dataclasses
+
 import numpy as np
 from sandbox import hpc_health, make_root
 from store_fixtures import case, write_run
 
 from hpc_health.judge import gating
+from hpc_health.judge.nights import Night
 from hpc_health.stats.levels import MIN_GAP, two_levels
-from hpc_health.store import capture
+from hpc_health.store import capture, references
 
 # StreamBandwidth Triad, MB/s: the host ran the two vCPUs on one core for
 # runs 1-3 and the end of run 5, on two for run 4 and the start of run 5.
@@ -67,7 +70,7 @@ def test_the_capture_says_a_figure_falls_at_two_levels(tmp_path):
     res = hpc_health(root, "reference", "capture", "--site", "local", "--from", ",".join(ids))
     assert res.returncode == 0, res.stderr
     (triad,) = [line for line in res.stdout.splitlines() if " triad:" in line]
-    assert "; samples at two levels, 48868 and 75504 MB/s)" in triad, triad
+    assert "; judged at the worse of two levels, 48868 and 75504 MB/s, from its 4 runs at it)" in triad, triad
     (one,) = [line for line in res.stdout.splitlines() if " one:" in line]
     assert "two levels" not in one, one
     assert "; 1 of the figures with samples at two levels" in res.stdout, res.stdout
@@ -82,3 +85,49 @@ def test_a_weak_figures_reason_names_its_two_levels():
                     "48868 and 75504 MB/s (18 and 7): the node switches between two states "
                     "(a VM's vCPU placement; on a cluster, two kinds of node or of placement)")
     assert "one level" in gating.when_strong(None, fig, 0.5, two_levels=True)
+
+
+def _written(tmp_path, samples):
+    root = make_root(tmp_path, references=False)
+    store = root.parent / "store"
+    ids = []
+    for k, tri in enumerate(samples):
+        rid = f"202611{k + 1:02d}T020000Z"
+        write_run(store, "local", rid, [case("StreamBandwidth", "triad", sorted(tri)[2], "MB/s")],
+                  started=rid, samples={0: {"triad": tri}})
+        ids.append(rid)
+    res = hpc_health(root, "reference", "capture", "--site", "local", "--write", "--from",
+                     ",".join(ids))
+    assert res.returncode == 0, res.stderr
+    refs = references.load(root / "reference" / "local.yaml")
+    return refs.lookup("StreamBandwidth", "local:default", "gnu-mpi", {}, "triad")
+
+
+def test_a_figure_at_two_levels_is_judged_at_its_worse_one(tmp_path):
+    """Walk 3's StreamBandwidth Triad: runs 1-3 and 5 saw the low level
+    (48.9 GB/s, quiet to about 1 %), runs 4 and 5 the high one (75.5).  Its
+    reference is the low level, from the low samples of those four runs; a
+    night at the high level passes (ReFrame's bound too, and no IMPROVED
+    hint), and the walk's hog night (-47.9 %) fails on one night, where the
+    reference of all five runs (spread 19 %) let it pass."""
+    ref = _written(tmp_path, TRIAD)
+    prov = ref.provenance
+    assert prov["levels"] == [48867.6, 75504.2] and prov["level_runs"] == 4
+    low = [[x for x in run if x < 60000] for run in TRIAD]
+    logs = [np.log(np.median(r)) for r in low if r]
+    assert abs(np.log(ref.value) - np.mean(logs)) < 0.002
+    assert ref.value * (1 + ref.upper) > 75504.2 * 1.01 and -0.2 < ref.lower < -0.03
+
+    def night(value, past=()):
+        return gating.judge_night(value, ref.value, "higher", prov, list(past), 10, 1.0)
+
+    assert night(75504.2).verdict == "PASS"
+    assert night(25434.0).verdict == "DEGRADED"
+    mixed = two_levels(TRIAD).at_worse(TRIAD, "higher")
+    assert [len(r) for r in mixed] == [5, 5, 5, 0, 3]
+    # Nights at the better level do not feed the level's spread.
+    high = [Night(f"2026120{k}T020000Z", f"2026-12-0{k}T02:00:00Z", 75000.0, True, True)
+            for k in range(1, 8)]
+    assert night(48000.0, high).noise.nights == 0
+    low_nights = [dataclasses.replace(n, value=48500.0) for n in high]
+    assert night(48000.0, low_nights).noise.nights == 5

@@ -39,7 +39,7 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, re
     import io
 
     from hpc_health.run import preflight, session
-    from hpc_health.store import capture, rundirs
+    from hpc_health.store import capture, capture_lines, rundirs
     s, old = preflight.validate(site, partition)
     if bool(nruns) == bool(from_runs):
         raise click.UsageError("give either --runs N or --from RUN ...")
@@ -70,9 +70,9 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, re
                                 s.settings.get("reference_max_mdc") or capture.MAX_MDC,
                                 s.settings.get("false_alarm_budget") or capture.FALSE_ALARM_BUDGET,
                                 s.settings.get("budget_weights"))
-    for line in capture.diff_lines(old, proposals):
+    for line in capture_lines.diff_lines(old, proposals):
         click.echo(escape.one_line(line))     # names from the stored runs
-    click.echo(capture.summary_line(proposals))
+    click.echo(capture_lines.summary_line(proposals))
     if not capture.summary(proposals)[0]:
         click.echo("capture: no figure of these runs can be given a reference (reasons above); "
                    "nothing written", err=True)
@@ -104,11 +104,11 @@ def reference_show(site):
             unit = leaf[3] if len(leaf) > 3 else ""
             bounds = f"[{'-inf' if lower is None else f'{100 * lower:+.0f}%'}, " \
                      f"{'+inf' if upper is None else f'{100 * upper:+.0f}%'}]"
-            info = ", ".join(f"{k} {len(v) if isinstance(v, list) else v}"
+            info = ", ".join(f"{k} {_shown(k, v)}"
                              for k, v in prov.items() if k in
                              ("captured", "runs", "samples", "night_spread", "night_df",
                               "prior_df", "effective", "spread", "between_run_spread", "stack",
-                              "estimator", "mdc", "mdc_one_night"))
+                              "estimator", "mdc", "mdc_one_night", "levels", "level_runs"))
             click.echo(f"  {'/'.join(str(k) for k in path[:-1])}  {var} = {value:g} {unit} "
                        f"{bounds}  {info or 'no provenance'}")
             if prov.get("weak"):
@@ -127,3 +127,10 @@ def _leaves(node, depth, path=()):
             yield from _leaves(val, depth - 1, path + (key,))
         else:
             yield path + (key,), val
+
+
+def _shown(key, value):
+    """A provenance field as `reference show` lists it."""
+    if key == "levels":
+        return "/".join(f"{x:g}" for x in value)
+    return len(value) if isinstance(value, list) else value

@@ -90,6 +90,7 @@ def noise_of(prov: Mapping[str, Any], deviations: Sequence[float] = ()) -> Noise
         return None
     runs = prov.get("runs")
     runs = len(runs) if isinstance(runs, list) else int(runs or 2)
+    runs = int(prov.get("level_runs") or runs)
     spread, df, used = gate.learned_spread(float(prov["night_spread"]),
                                            float(prov.get("night_df", runs - 1)), runs,
                                            list(deviations))
@@ -180,6 +181,17 @@ class Baseline:
     min_change: float = 0.0
     #: its samples' two levels (:func:`hpc_health.stats.levels.two_levels`)
     levels: Any = None
+    #: *run_ids* and *logs* are of the worse level's samples alone: the
+    #: reference is that level
+    at_level: bool = False
+    #: every baseline run and its log figure (default: *run_ids*, *logs*):
+    #: how the figure moves with the others of its check
+    every_run: tuple = ()
+
+    def moves(self) -> tuple[list, np.ndarray]:
+        """(run ids, log figures) of every baseline run."""
+        return (list(self.every_run[0]), self.every_run[1]) if self.every_run \
+            else (self.run_ids, self.logs)
 
     @property
     def spread(self) -> float:
@@ -237,11 +249,11 @@ def _borrowing(figures: Mapping[Any, Baseline], effective: float) -> dict[Any, d
 
 def _matrix(figures: Mapping[Any, Baseline]) -> np.ndarray:
     """Runs × figures of log figures, NaN where a run lacks a figure."""
-    run_ids = sorted({r for b in figures.values() for r in b.run_ids})
+    run_ids = sorted({r for b in figures.values() for r in b.moves()[0]})
     col = {r: i for i, r in enumerate(run_ids)}
     x = np.full((len(run_ids), len(figures)), np.nan)
     for j, b in enumerate(figures.values()):
-        for r, v in zip(b.run_ids, b.logs):
+        for r, v in zip(*b.moves()):
             x[col[r], j] = v
     return x
 
@@ -309,7 +321,8 @@ def judge_night(value: float, reference: float, direction: str, prov: Mapping[st
 
     Nothing fails below the site's *tolerance*, or without one below the
     larger of :data:`MIN_CHANGE` and the figure's own *least* change
-    (:attr:`hpc_health.model.figures.Figure.min_change`)."""
+    (:attr:`hpc_health.model.figures.Figure.min_change`).  At the worse of
+    two levels (:func:`level_gap`), a night at the better one is no loss."""
     # The nights since the capture: its baseline runs are in the spread already.
     runs = prov.get("runs")
     captured, baseline = str(prov.get("captured") or ""), set(runs if isinstance(runs, list) else ())
@@ -318,7 +331,8 @@ def judge_night(value: float, reference: float, direction: str, prov: Mapping[st
     # loss that stays must not widen the spread it is measured against.
     window = gate.PERSIST_NIGHTS - 1
     learn = past[:-window] if window else past
-    noise = noise_of(prov, [worse_log(n.value, reference, direction) for n in _feeding(learn)])
+    gap = level_gap(prov)
+    noise = noise_of(prov, _learned(learn, reference, direction, gap))
     if noise is None:
         return None
     recent: list[float] = []
@@ -345,11 +359,22 @@ def judge_night(value: float, reference: float, direction: str, prov: Mapping[st
         night.verdict = "DEGRADED"
         if res.failed != "one night":
             night.tag = f"{res.nights_beyond} nights, {signed_pct(signed)}"
-    elif -dev / scale > res.one_night:
+    elif -(dev + gap) / scale > res.one_night:
         night.verdict = "IMPROVED"
     night.reason = _why(night, res, low, direction, tolerance, one, loaded,
                         _floor_said(one, floor, tolerance, least))
     return night
+
+
+def level_gap(prov: Mapping[str, Any]) -> float:
+    """The log distance from a reference at the worse of two levels to the
+    better one (``levels`` in its provenance, :mod:`hpc_health.stats.levels`);
+    0 for a reference of one.  A night at the better level passes, feeds no
+    spread, and is IMPROVED only beyond that level."""
+    levels = prov.get("levels")
+    if not (isinstance(levels, list) and len(levels) == 2 and min(levels) > 0):
+        return 0.0
+    return abs(math.log(float(levels[1]) / float(levels[0])))
 
 
 def _floor_said(one: float, floor: float, tolerance: float | None, least: float) -> str:
@@ -389,6 +414,14 @@ def _why(night: Night, res: gate.GateResult, low: float, direction: str,
               if res.nights_beyond else "")
     within = f"{read(night.bound)} ({floor_said})" if floor_said else read(night.bound)
     return f"{said}, within {within}{streak}{tight}"
+
+
+def _learned(nights: Sequence[Any], reference: float, direction: str, gap: float) -> list[float]:
+    """The deviations of the nights that feed the spread: of a reference at
+    the worse of two levels (*gap* to the better one), the nights nearer it,
+    since one at the better level is neither a loss nor the level's noise."""
+    return [d for d in (worse_log(n.value, reference, direction) for n in _feeding(nights))
+            if d > -gap / 2]
 
 
 def _feeding(past: Sequence[Any]) -> list[Any]:

@@ -8,8 +8,10 @@ STREAM bandwidths sit at ~48 or ~75 GB/s, the shared-memory latencies at
 quiet to 1-3 %.  On a cluster the same shape comes from two kinds of node
 in a partition, or from two placements (one switch or three).  A spread
 fitted to such a baseline is the distance between the levels, not noise
-that more runs or more rounds average away; the capture says so, so that
-the reason a figure is weak names its cause.
+that more runs or more rounds average away.  So when enough baseline runs
+saw the worse level, the capture makes that level the reference, with its
+own spread (a night at the better one is no loss); otherwise it says why
+the figure is weak.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hpc_health.stats.constants import MIN_SPREAD
+from hpc_health.stats.constants import HIGHER, MIN_SPREAD
 
 #: Empty gap between the levels, in pooled within-level SDs, to call them
 #: two: on 15 to 25 samples of one level (normal, t with 1.5 or 3 degrees of
@@ -36,11 +38,28 @@ MIN_RUNS_PER_LEVEL = 2
 
 @dataclass(frozen=True)
 class Levels:
-    """The two levels: their locations (geometric means) and sample counts."""
+    """The two levels: their locations (geometric means), sample counts,
+    and the value between them that parts them (the middle of the gap)."""
     low: float
     high: float
     n_low: int
     n_high: int
+    cut: float = 0.0
+
+    def worse(self, direction: str) -> float:
+        return self.low if direction == HIGHER else self.high
+
+    def gap(self) -> float:
+        """The log distance between the levels."""
+        return math.log(self.high / self.low)
+
+    def at_worse(self, samples_by_run: Sequence[Sequence[float]],
+                 direction: str) -> list[list[float]]:
+        """Each run's samples at the worse level (*direction*: which way is
+        better), an empty list for a run that had none."""
+        on_low = direction == HIGHER
+        return [[x for x in xs if x is not None and math.isfinite(x) and x > 0
+                 and (x < self.cut) == on_low] for xs in samples_by_run]
 
 
 def two_levels(samples_by_run: Sequence[Sequence[float]],
@@ -68,4 +87,4 @@ def two_levels(samples_by_run: Sequence[Sequence[float]],
     if min(len({t[1] for t in tagged[:i]}), len({t[1] for t in tagged[i:]})) < MIN_RUNS_PER_LEVEL:
         return None
     return Levels(math.exp(float(logs[:i].mean())), math.exp(float(logs[i:].mean())),
-                  i, n - i)
+                  i, n - i, math.exp((float(logs[i - 1]) + float(logs[i])) / 2.0))

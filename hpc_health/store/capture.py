@@ -17,7 +17,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import yaml
@@ -30,9 +30,6 @@ from hpc_health.site import hardware
 from hpc_health.stats.gate import FALSE_ALARM_BUDGET, PERSIST_NIGHTS, POWER
 from hpc_health.stats.levels import two_levels
 from hpc_health.store import references
-
-if TYPE_CHECKING:
-    from hpc_health.model.references import ReferenceSet
 
 
 def _round(x, digits=4):
@@ -142,10 +139,20 @@ def _baselines(found: dict[Any, Any]) -> tuple[dict[Any, Any], dict[Any, Any], d
             continue
         allx = [x for r in entry["samples_by_run"] for x in r]
         resolution = stats.quantisation_step(allx) / math.exp(float(np.mean(logs)))
-        nights[key] = gating.Baseline(list(entry["runs"]), logs, entry["better"],
-                                      entry["unit"], resolution,
-                                      float(entry.get("min_change") or 0.0),
-                                      two_levels(entry["samples_by_run"], resolution))
+        levels = two_levels(entry["samples_by_run"], resolution)
+        run_ids, at_level, every = list(entry["runs"]), False, (list(entry["runs"]), logs)
+        if levels is not None:
+            # Judged at its worse level when enough runs saw it: a night at
+            # the better one is not a loss, and the worse one's own spread
+            # is what a loss beyond it must clear.
+            worse = levels.at_worse(entry["samples_by_run"], entry["better"])
+            keep = [i for i, xs in enumerate(worse) if xs]
+            if len(keep) >= MIN_RUNS:
+                logs = stats.night_logs([worse[i] for i in keep], entry["unit"])
+                run_ids, at_level = [entry["runs"][i] for i in keep], True
+        nights[key] = gating.Baseline(run_ids, logs, entry["better"], entry["unit"], resolution,
+                                      float(entry.get("min_change") or 0.0), levels, at_level,
+                                      every if at_level else ())
         provs[key] = prov
     return proposals, nights, provs
 
@@ -180,7 +187,10 @@ def _spread_said(fig: gating.Noise, base: gating.Baseline) -> str:
     its kind: its few runs cannot tell it apart from them)."""
     own = base.spread
     said = f"its {fig.runs} runs spread by {100 * own:.1f} % (log SD)"
-    if base.levels is not None:
+    if base.at_level:
+        said = (f"its {fig.runs} runs at the worse of its two levels ({_levels_said(base)}) "
+                f"spread by {100 * own:.1f} % (log SD)")
+    elif base.levels is not None:
         lv = base.levels
         said += (f", its {lv.n_low + lv.n_high} samples at two levels, {_levels_said(base)} "
                  f"({lv.n_low} and {lv.n_high}): the node switches between two states (a "
@@ -202,6 +212,9 @@ def _judged(nights, noise, provs, shares, budget, max_mdc):
         checks = shares(key[0])
         prov = {**provs[key], **{k: v if isinstance(v, int) else _round(v)
                                  for k, v in noise[key].items() if v is not None}}
+        if base.at_level:
+            prov.update(levels=[_round(base.levels.low, 6), _round(base.levels.high, 6)],
+                        level_runs=len(base.run_ids))
         fig = gating.noise_of(prov)
         assert fig is not None
         # Below MIN_CHANGE (or the figure's own least change) nothing fails
@@ -233,11 +246,25 @@ def _judged(nights, noise, provs, shares, budget, max_mdc):
         # The file's bound is ReFrame's (the gate enforces tonight's own):
         # within what a reference file may hold.
         b = min(b, references.MAX_BOUND["upper"])
-        out[key] = {"leaf": [_round(value, 6), _round(-min(b, _BETTER_MAX)), _round(b),
-                             base.unit],
+        lower, upper = _leaf_bounds(b, base)
+        out[key] = {"leaf": [_round(value, 6), _round(lower), _round(upper), base.unit],
                     "provenance": prov, "constant": base.spread == 0,
                     "strong_after": strong_after, "two_levels": _levels_said(base)}
     return out
+
+
+def _leaf_bounds(b: float, base: gating.Baseline) -> tuple[float, float]:
+    """(lower, upper) of the file's entry: *b* on both sides, or for a
+    figure judged at the worse of two levels, on the better side the other
+    level and *b* beyond it, so that ReFrame passes a night at either."""
+    better = b
+    if base.at_level:
+        ratio = base.levels.high / base.levels.low
+        better = (ratio * (1 + b) - 1 if base.direction == stats.HIGHER
+                  else 1 - (1 - min(b, _BETTER_MAX)) / ratio)
+    if base.direction == stats.HIGHER:
+        return -min(b, _BETTER_MAX), better
+    return -min(better, _BETTER_MAX), b
 
 
 def _levels_said(base: gating.Baseline) -> str:
@@ -345,77 +372,12 @@ def _leaf(section, values, var):
     return node.get(var) if isinstance(node, dict) else None
 
 
-def diff_lines(old_refs: ReferenceSet | None, proposals: dict[Any, Any]) -> list[str]:
-    lines = []
-    for (test, names, values, var), prop in proposals.items():
-        path = f"{test} {'/'.join(str(v) for v in values)} {var}"
-        if "error" in prop:
-            lines.append(f"! {path}: {prop['error']}")
-            continue
-        if "no_reference" in prop:
-            lines.append(f"- {path}: no reference: {prop['no_reference']}")
-            continue
-        value, lower, upper, unit = prop["leaf"]
-        new = f"{value:g} {unit} [{_pct(lower)}, {_pct(upper)}]"
-        old = None
-        if old_refs is not None:
-            attrs = dict(zip(names[2:], values[2:]))
-            old = old_refs.lookup(test, values[0], values[1], attrs, var)
-        extra = f"(runs {len(prop['provenance']['runs'])}, samples {prop['provenance']['samples']}"
-        if "mdc" in prop["provenance"]:
-            extra += f", MDC {prop['provenance']['mdc']:.0%}"
-        if prop.get("constant"):
-            extra += ", the same value in every sample"
-        if prop["provenance"].get("note"):
-            extra += f"; {prop['provenance']['note']}"
-        if prop.get("two_levels") and "weak" not in prop["provenance"]:
-            extra += f"; samples at two levels, {prop['two_levels']}"
-        extra += ")"
-        if "weak" in prop["provenance"]:
-            extra += f" WEAK: {prop['provenance']['weak']}"
-        if old is None:
-            lines.append(f"+ {path}: {new} {extra}")
-        else:
-            was = f"{old.value:g} {old.unit} [{_pct(old.lower)}, {_pct(old.upper)}]"
-            mark = "=" if was == new else "~"
-            lines.append(f"{mark} {path}: {was} -> {new} {extra}" if mark == "~"
-                         else f"= {path}: {new} {extra}")
-    return lines
-
-
-def _pct(frac):
-    return "none" if frac is None else f"{100 * frac:+.0f}%"
-
-
 def summary(proposals: dict[Any, Any]) -> tuple[int, int, int]:
     """(references proposed, weak among them, figures left out) of a proposal."""
     made = [p for p in proposals.values() if "leaf" in p]
     weak = sum("weak" in p["provenance"] for p in made)
     left = sum("leaf" not in p for p in proposals.values())
     return len(made), weak, left
-
-
-def summary_line(proposals: dict[Any, Any]) -> str:
-    made, weak, left = summary(proposals)
-    split = sum(bool(p.get("two_levels")) for p in proposals.values())
-    levels = (f"; {split} of the figures with samples at two levels: the node switches "
-              "between two states" if split else "")
-    return (f"{made} references proposed ({weak} weak{_when_strong(proposals, weak)}; see "
-            f"WEAK above), {left} figures left out (see '-' and '!' above){levels}")
-
-
-def _when_strong(proposals: dict[Any, Any], weak: int) -> str:
-    """How many of the weak references healthy nights make strong, and after how many."""
-    later = sorted(p["strong_after"] for p in proposals.values()
-                   if "weak" in p.get("provenance", {}) and p.get("strong_after"))
-    if not weak:
-        return ""
-    if not later:
-        return ", however many healthy nights"
-    span = f"{later[0]}" if later[0] == later[-1] else f"{later[0]}-{later[-1]}"
-    if len(later) == weak:
-        return f": not weak after {span} healthy nights"
-    return f": {len(later)} not weak after {span} healthy nights, {weak - len(later)} however many"
 
 
 def write(path: Path, data: dict[str, Any]) -> None:
