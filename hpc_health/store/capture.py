@@ -263,7 +263,7 @@ def _leaf_bounds(b: float, base: gating.Baseline) -> tuple[float, float]:
         better = (ratio * (1 + b) - 1 if base.direction == stats.HIGHER
                   else 1 - (1 - min(b, _BETTER_MAX)) / ratio)
     if base.direction == stats.HIGHER:
-        return -min(b, _BETTER_MAX), better
+        return -min(b, _BETTER_MAX), min(better, references.MAX_BOUND["upper"])
     return -min(better, _BETTER_MAX), b
 
 
