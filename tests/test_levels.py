@@ -73,7 +73,8 @@ def test_the_capture_says_a_figure_falls_at_two_levels(tmp_path):
     assert "; judged at the worse of two levels, 48868 and 75504 MB/s, from its 4 runs at it)" in triad, triad
     (one,) = [line for line in res.stdout.splitlines() if " one:" in line]
     assert "two levels" not in one, one
-    assert "; 1 of the figures with samples at two levels" in res.stdout, res.stdout
+    assert "; 1 of the figures with samples at two levels (1 judged at the worse one)" \
+        in res.stdout, res.stdout
 
 
 def test_a_weak_figures_reason_names_its_two_levels():

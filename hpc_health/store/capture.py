@@ -1,7 +1,8 @@
 """``hpc-health reference capture``: propose references from measured runs.
 
-value = the mean of the runs' figures on the log scale, frozen until the
-next capture; noise = the spread of those figures, with the prior it
+value = the mean of the runs' figures on the log scale (of a figure whose
+samples fall at two levels, of the worse level's: :mod:`hpc_health.stats.levels`),
+frozen until the next capture; noise = the spread of those figures, with the prior it
 borrows from its kind's figures and the check's effective number of
 independent figures (:func:`hpc_health.judge.gating.capture_family`), so
 that every run judges it with the nightly gate.  The proposal is printed as
@@ -239,7 +240,8 @@ def _judged(nights, noise, provs, shares, budget, max_mdc):
         strong_after = None
         if sustained > max_mdc:
             strong_after = gating.nights_to(fig, checks, budget, direction, max_mdc)
-            later = gating.when_strong(strong_after, fig, max_mdc, base.levels is not None)
+            later = gating.when_strong(strong_after, fig, max_mdc,
+                                       base.levels is not None and not base.at_level)
             prov["weak"] = (f"catches a change {sustained:.0%} worse by its {PERSIST_NIGHTS}rd night "
                             f"({one:.0%} on one night; {_POWER_SAID}), above the site's reference_max_mdc "
                             f"of {max_mdc:.0%}: {spread}; {later}")

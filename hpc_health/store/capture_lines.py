@@ -58,8 +58,9 @@ def _pct(frac):
 def summary_line(proposals: dict[Any, Any]) -> str:
     made, weak, left = summary(proposals)
     split = sum(bool(p.get("two_levels")) for p in proposals.values())
-    levels = (f"; {split} of the figures with samples at two levels: the node switches "
-              "between two states" if split else "")
+    worse = sum("levels" in p.get("provenance", {}) for p in proposals.values())
+    levels = (f"; {split} of the figures with samples at two levels ({worse} judged at the "
+              "worse one): the node switches between two states" if split else "")
     return (f"{made} references proposed ({weak} weak{_when_strong(proposals, weak)}; see "
             f"WEAK above), {left} figures left out (see '-' and '!' above){levels}")
 
