@@ -104,3 +104,39 @@ def test_next_names_the_failed_figure_that_moved_most():
     step = next_step(_Site, night, _NoBaseline(), Path("/x") / "20261201T020000Z")
     # A bandwidth at 40 % (log 0.92) moved further than a latency at 190 % (log 0.64).
     assert step.endswith("--check 'OsuPointToPoint' --var bw_4MiB"), step
+
+
+def test_one_checks_many_figures_moving_together_are_not_the_night(tmp_path, monkeypatch):
+    """Walk 4's clean night 7 after capture (2026-11-28) was BROADLY WORSE,
+    89 of 123 figures worse: the host had moved the two vCPUs, and the halo
+    check's sixty times moved as one.  Twelve figures of one check 30 %
+    worse tonight, beside nine checks as usual: one check's episode.  The
+    same twelve beside the nine all 8 % worse: the night."""
+    lat, unit = FIGURES["osu_latency_4KiB"]
+
+    def many(n, worse):
+        tc = case("Many", "t0", lat[n % 30] * (1 + worse), unit)
+        for k in range(1, 12):      # twelve figures of one test case
+            tc["perfvalues"][f"local:default:t{k}"] = tc["perfvalues"]["local:default:t0"]
+            tc["figure_better"][f"t{k}"] = tc["figure_better"]["t0"]
+        return [tc]
+
+    def with_many(tmp, others):
+        store = tmp / "store"
+        monkeypatch.setenv("HPC_HEALTH_STORE", str(store))
+        for n in range(30):
+            rid = f"202611{n + 1:02d}T020000Z"
+            write_run(store, "local", rid, _night(n) + many(n, 0.0), started=rid)
+        write_run(store, "local", "20261201T020000Z", _night(7, others) + many(7, 0.3),
+                  started="20261201T020000Z")
+        refs = {f"Check_{name}": {"local:default": {"value": [
+            sorted(values[:10])[5], -0.5, 0.5, unit]}} for name, (values, unit) in FIGURES.items()}
+        refs["Many"] = {"local:default": {f"t{k}": [sorted(lat[:10])[5], -0.5, 0.5, unit]
+                                          for k in range(12)}}
+        (tmp / "local.yaml").write_text(yaml.safe_dump(refs))
+        return _whole(references.load(tmp / "local.yaml"))
+
+    one = with_many(tmp_path / "a", {})
+    assert one.figures == 21 and one.worse >= 12 and one.word is None
+    every = with_many(tmp_path / "b", {name: 0.08 for name in FIGURES})
+    assert every.word == broad.BROADLY_WORSE

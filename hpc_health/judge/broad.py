@@ -10,6 +10,11 @@ measured, of each figure against its reference (log ratio, signed so that
 worse is positive).  Tonight's index is judged against the indices of the
 site's recent nights over the same figures, their spread included, so the
 yardstick is this site's own night-to-night variation of the whole.
+
+Each check weighs the same in the median (and in the share of figures
+worse than usual), as in the false-alarm budget: the halo check's sixty
+figures moving together with the host's placement of two vCPUs are one
+check's episode, not a machine that changed.
 """
 
 from __future__ import annotations
@@ -67,8 +72,8 @@ def tonight(trends: Sequence[Trend], tonight_run: str,
     runs (:func:`hpc_health.judge.trends.trends`), or None when tonight has
     no figure with a reference or fewer than :data:`MIN_NIGHTS` earlier runs
     measured them."""
-    per_run: dict[str, list[float]] = {}
-    own_usual: list[tuple[float, float]] = []
+    per_run: dict[str, list[tuple[float, tuple[str, str]]]] = {}
+    own_usual: list[tuple[float, float, tuple[str, str]]] = []
     for t in trends:
         if not t.runs or t.runs[-1] != tonight_run or not t.reference or t.reference <= 0 \
                 or t.better not in (HIGHER, LOWER):
@@ -78,28 +83,51 @@ def tonight(trends: Sequence[Trend], tonight_run: str,
                   for run, v in zip(t.runs, t.values) if v is not None and v > 0]
         if not ratios or ratios[-1][0] != tonight_run:
             continue
+        check = (t.test, t.partition)
         for run, r in ratios:
-            per_run.setdefault(run, []).append(r)
+            per_run.setdefault(run, []).append((r, check))
         past = [r for _, r in ratios[:-1]]
         if past:
-            own_usual.append((ratios[-1][1], float(np.median(past))))
+            own_usual.append((ratios[-1][1], float(np.median(past)), check))
     figures = len(per_run.get(tonight_run, []))
     if not figures:
         return None
     # Past nights that measured at least half of tonight's figures.
     earlier = [run for run, rs in per_run.items()
                if run != tonight_run and len(rs) * 2 >= figures]
-    past_index = [float(np.median(per_run[run])) for run in earlier]
+    past_index = [_check_median(per_run[run]) for run in earlier]
     if len(past_index) < MIN_NIGHTS:
         return None
-    now = float(np.median(per_run[tonight_run]))
+    now = _check_median(per_run[tonight_run])
     usual = float(np.mean(past_index))
     n = len(past_index)
     spread = max(float(np.std(past_index, ddof=1)), MIN_SPREAD)
     alpha = gate.night_budget(budget) * gate.SHARE_BROAD
     bound = float(special.stdtrit(n - 1, 1.0 - alpha)) * spread * math.sqrt(1.0 + 1.0 / n)
-    worse = sum(r > u for r, u in own_usual)
+    worse = sum(r > u for r, u, _ in own_usual)
+    weights = _check_weights([c for _, _, c in own_usual])
+    share = sum(w for (r, u, _), w in zip(own_usual, weights) if r > u) / (sum(weights) or 1.0)
     word = (BROADLY_WORSE if now - usual >= max(bound, math.log1p(MIN_CHANGE))
-            and worse * 2 > len(own_usual) else None)
+            and share > 0.5 else None)
     return BroadNight(figures, worse, math.expm1(now), math.expm1(usual), spread,
                       len(past_index), word, max(earlier))
+
+
+def _check_weights(checks: Sequence[tuple[str, str]]) -> list[float]:
+    """Each figure's weight: one over its check's number of figures."""
+    counts: dict[tuple[str, str], int] = {}
+    for c in checks:
+        counts[c] = counts.get(c, 0) + 1
+    return [1.0 / counts[c] for c in checks]
+
+
+def _check_median(ratios: Sequence[tuple[float, tuple[str, str]]]) -> float:
+    """The median of a night's figures, each check weighing the same: the
+    smallest value at which half the weight is reached from below."""
+    order = sorted(zip((r for r, _ in ratios), _check_weights([c for _, c in ratios])))
+    total, below = sum(w for _, w in order), 0.0
+    for r, w in order:
+        below += w
+        if below >= total / 2:
+            return r
+    return order[-1][0]
