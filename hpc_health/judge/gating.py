@@ -20,7 +20,6 @@ import numpy as np
 
 from hpc_health.stats import gate, prior
 from hpc_health.stats.constants import HIGHER, LOWER, MIN_SPREAD, from_log
-from hpc_health.stats.levels import night_value, two_levels_of
 
 if TYPE_CHECKING:
     from hpc_health.model.references import ReferenceSet
@@ -323,13 +322,17 @@ def judge_night(value: float, reference: float, direction: str, prov: Mapping[st
     Nothing fails below the site's *tolerance*, or without one below the
     larger of :data:`MIN_CHANGE` and the figure's own *least* change
     (:attr:`hpc_health.model.figures.Figure.min_change`).  At the worse of
-    two levels, *value* and the past nights are read there (:func:`night_value`)."""
-    past = _since_capture(past, prov, direction)
+    two levels (:func:`level_gap`), a night at the better one is no loss."""
+    # The nights since the capture: its baseline runs are in the spread already.
+    runs = prov.get("runs")
+    captured, baseline = str(prov.get("captured") or ""), set(runs if isinstance(runs, list) else ())
+    past = [n for n in past if n.started > captured and n.run_id not in baseline]
     # The nights of the persistence window are judged, not learned from: a
     # loss that stays must not widen the spread it is measured against.
     window = gate.PERSIST_NIGHTS - 1
     learn = past[:-window] if window else past
-    noise = noise_of(prov, [worse_log(n.value, reference, direction) for n in _feeding(learn)])
+    gap = level_gap(prov)
+    noise = noise_of(prov, _learned(learn, reference, direction, gap))
     if noise is None:
         return None
     recent: list[float] = []
@@ -356,22 +359,22 @@ def judge_night(value: float, reference: float, direction: str, prov: Mapping[st
         night.verdict = "DEGRADED"
         if res.failed != "one night":
             night.tag = f"{res.nights_beyond} nights, {signed_pct(signed)}"
-    elif -dev / scale > res.one_night:
+    elif -(dev + gap) / scale > res.one_night:
         night.verdict = "IMPROVED"
     night.reason = _why(night, res, low, direction, tolerance, one, loaded,
                         _floor_said(one, floor, tolerance, least))
     return night
 
 
-def _since_capture(past: Sequence[Any], prov: Mapping[str, Any], direction: str) -> list[Any]:
-    """The nights after the capture (its baseline runs are in the spread
-    already), read as the gate reads tonight (:func:`night_value`)."""
-    runs = prov.get("runs")
-    captured, baseline = str(prov.get("captured") or ""), set(runs if isinstance(runs, list) else ())
-    past = [n for n in past if n.started > captured and n.run_id not in baseline]
-    if two_levels_of(prov) is None:
-        return past
-    return [replace(n, value=night_value(n.samples, n.value, prov, direction)) for n in past]
+def level_gap(prov: Mapping[str, Any]) -> float:
+    """The log distance from a reference at the worse of two levels to the
+    better one (``levels`` in its provenance, :mod:`hpc_health.stats.levels`);
+    0 for a reference of one.  A night at the better level passes, feeds no
+    spread, and is IMPROVED only beyond that level."""
+    levels = prov.get("levels")
+    if not (isinstance(levels, list) and len(levels) == 2 and min(levels) > 0):
+        return 0.0
+    return abs(math.log(float(levels[1]) / float(levels[0])))
 
 
 def _floor_said(one: float, floor: float, tolerance: float | None, least: float) -> str:
@@ -411,6 +414,14 @@ def _why(night: Night, res: gate.GateResult, low: float, direction: str,
               if res.nights_beyond else "")
     within = f"{read(night.bound)} ({floor_said})" if floor_said else read(night.bound)
     return f"{said}, within {within}{streak}{tight}"
+
+
+def _learned(nights: Sequence[Any], reference: float, direction: str, gap: float) -> list[float]:
+    """The deviations of the nights that feed the spread: of a reference at
+    the worse of two levels (*gap* to the better one), the nights nearer it,
+    since one at the better level is neither a loss nor the level's noise."""
+    return [d for d in (worse_log(n.value, reference, direction) for n in _feeding(nights))
+            if d > -gap / 2]
 
 
 def _feeding(past: Sequence[Any]) -> list[Any]:

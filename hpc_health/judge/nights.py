@@ -41,7 +41,6 @@ class Night:
     healthy: bool        # may feed the figure's spread (quiet, not DRIFTING)
     counts: bool         # counts towards the persistence rule (False: busy)
     failed: bool = False    # DEGRADED that night
-    samples: tuple = ()     # its samples (a reference at two levels reads them)
 
 
 def figure_key(m: Measurement) -> tuple[Any, ...]:
@@ -61,7 +60,7 @@ def past(idx: FigureIndex, runs: Sequence[Run], tonight: str,
     drifting = {r.run_id: {(d.get("check"), d.get("partition"), d.get("variable"))
                            for d in r.meta.get("drifting") or []} for r in chosen}
     out: dict[tuple[Any, ...], list[Night]] = {}
-    for m in idx.figures(chosen):
+    for m in idx.figures(chosen, samples=False):
         verdict = getattr(m, "verdict", None)
         if m.value is None or verdict not in _JUDGED:
             continue
@@ -71,5 +70,5 @@ def past(idx: FigureIndex, runs: Sequence[Run], tonight: str,
         out.setdefault(figure_key(m), []).append(
             Night(run.run_id, run.started or "", float(m.value),
                   healthy=not busy and not drift, counts=not busy,
-                  failed=verdict == "DEGRADED", samples=tuple(m.samples or ())))
+                  failed=verdict == "DEGRADED"))
     return out

@@ -27,7 +27,7 @@ from hpc_health import stats
 from hpc_health.judge import gating, nights
 from hpc_health.model.figures import DIRECTIONS
 from hpc_health.site import hardware
-from hpc_health.stats import DEGRADED, IMPROVED, NO_REFERENCE, PASS, gate, levels  # noqa: F401
+from hpc_health.stats import DEGRADED, IMPROVED, NO_REFERENCE, PASS, gate  # noqa: F401
 
 if TYPE_CHECKING:
     from hpc_health.model.references import ReferenceSet
@@ -220,15 +220,13 @@ def _judged_per_run(measurements, legacy, alpha):
 def _gated(m, xfail, prov, past_nights, checks, budget, tolerances, max_mdc):
     """A figure judged by the gate, with its xfail and weak notes; None for
     a reference captured without its spread."""
-    value = levels.night_value(m.samples, m.value, prov, m.better)
+    value = stats.location(m.samples or [m.value])
     tol = gating.tolerance_of(tolerances, m.test, m.variable)
     night = gating.judge_night(value, m.ref, m.better, prov, past_nights, checks, budget, tol,
                                busy=bool(m.busy), least=m.min_change)
     if night is None:
         return None
     verdict, reason = night.verdict, night.reason + _rounds_note(m, prov)
-    if levels.two_levels_of(prov) is not None:
-        reason += f"; read at the worse of its two levels: {value:.5g} {m.unit}"
     # Tonight's enforced bound, as the table shows it (the file's is the capture's).
     m.lower, m.upper = ((-min(night.bound, 0.99), m.upper) if m.better == "higher"
                         else (m.lower, night.bound))

@@ -17,14 +17,12 @@ the figure is weak.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from hpc_health.stats.constants import HIGHER, MIN_SPREAD
-from hpc_health.stats.robust import location
 
 #: Empty gap between the levels, in pooled within-level SDs, to call them
 #: two: on 15 to 25 samples of one level (normal, t with 1.5 or 3 degrees of
@@ -90,49 +88,3 @@ def two_levels(samples_by_run: Sequence[Sequence[float]],
         return None
     return Levels(math.exp(float(logs[:i].mean())), math.exp(float(logs[i:].mean())),
                   i, n - i, math.exp((float(logs[i - 1]) + float(logs[i])) / 2.0))
-
-
-def at_worse_level(samples: Sequence[float], levels: Sequence[float], direction: str) -> float:
-    """A night's figure read at the worse of two *levels* (low, high): its
-    samples taken as the two levels moved by one common shift, each sample
-    at the level nearer it, the shift fitted by least squares; the worse
-    level moved by that shift.  A night all at one level is read at the
-    level that needs the smaller shift, so a night at the better level
-    reads as the worse one, unmoved: a loss shows on any night that has
-    samples at both levels, or at the worse one."""
-    x = np.log([v for v in samples if v is not None and math.isfinite(v) and v > 0])
-    if x.size == 0:
-        return math.nan
-    at = np.log(np.asarray(levels, dtype=float))
-
-    def fit(shift: float) -> tuple[float, float]:
-        nearest = at[np.argmin(np.abs(x[:, None] - at[None, :] - shift), axis=1)]
-        best = float(np.mean(x - nearest))
-        return float(np.sum((x - nearest - best) ** 2)), best
-
-    tried = [fit(float(c)) for c in np.concatenate([x - at[0], x - at[1]])]
-    _, shift = min(tried, key=lambda t: (round(t[0], 12), abs(t[1])))
-    worse = at[0] if direction == HIGHER else at[1]
-    return math.exp(float(worse) + shift)
-
-
-def two_levels_of(prov: Mapping[str, Any]) -> list[float] | None:
-    """The two levels (low, high) of a reference captured at the worse of
-    them (``levels`` in its provenance), else None."""
-    levels = prov.get("levels")
-    if not (isinstance(levels, list) and len(levels) == 2
-            and all(isinstance(x, (int, float)) and x > 0 for x in levels)):
-        return None
-    return sorted(float(x) for x in levels)
-
-
-def night_value(samples: Sequence[float], value: float, prov: Mapping[str, Any],
-                direction: str) -> float:
-    """A night's figure as the gate judges it: the location of its samples,
-    or for a reference at the worse of two levels, the samples read at that
-    level (:func:`at_worse_level`): a night at the
-    better level is no loss, and a loss shows at either."""
-    levels = two_levels_of(prov)
-    if levels is None:
-        return location(samples or [value])
-    return at_worse_level(samples or [value], levels, direction)
