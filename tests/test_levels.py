@@ -132,3 +132,15 @@ def test_a_figure_at_two_levels_is_judged_at_its_worse_one(tmp_path):
     assert night(48000.0, high).noise.nights == 0
     low_nights = [dataclasses.replace(n, value=48500.0) for n in high]
     assert night(48000.0, low_nights).noise.nights == 5
+
+
+def test_runs_that_each_mix_the_levels_alike_keep_their_own_location(tmp_path):
+    """Five runs each with three samples at the low level and two at the
+    high one (as the gate bench's nights, all scaled from one run): the
+    runs' locations are steady, and the reference is theirs, not a level's."""
+    mixed = [[48900 * f, 48700 * f, 49100 * f, 75500 * f, 75300 * f]
+             for f in (1.0, 1.01, 0.99, 1.005, 0.995)]
+    assert two_levels(mixed) is not None and two_levels(mixed).pure_runs(mixed) == 0
+    ref = _written(tmp_path, mixed)
+    assert "levels" not in ref.provenance
+    assert two_levels(TRIAD).pure_runs(TRIAD) == 4

@@ -8,10 +8,12 @@ STREAM bandwidths sit at ~48 or ~75 GB/s, the shared-memory latencies at
 quiet to 1-3 %.  On a cluster the same shape comes from two kinds of node
 in a partition, or from two placements (one switch or three).  A spread
 fitted to such a baseline is the distance between the levels, not noise
-that more runs or more rounds average away.  So when enough baseline runs
-saw the worse level, the capture makes that level the reference, with its
-own spread (a night at the better one is no loss); otherwise it says why
-the figure is weak.
+that more runs or more rounds average away.  So when the node switched
+between runs (most runs at one level each) and enough runs saw the worse
+level, the capture makes that level the reference, with its own spread (a
+night at the better one is no loss); otherwise it says why the figure is
+weak.  Runs that each mix the levels alike have a steady location of
+their own, and keep it.
 """
 
 from __future__ import annotations
@@ -52,6 +54,11 @@ class Levels:
     def gap(self) -> float:
         """The log distance between the levels."""
         return math.log(self.high / self.low)
+
+    def pure_runs(self, samples_by_run: Sequence[Sequence[float]]) -> int:
+        """How many runs had all their samples at one level."""
+        return sum(len({x < self.cut for x in xs if x is not None and math.isfinite(x)
+                        and x > 0}) == 1 for xs in samples_by_run)
 
     def at_worse(self, samples_by_run: Sequence[Sequence[float]],
                  direction: str) -> list[list[float]]:

@@ -143,12 +143,14 @@ def _baselines(found: dict[Any, Any]) -> tuple[dict[Any, Any], dict[Any, Any], d
         levels = two_levels(entry["samples_by_run"], resolution)
         run_ids, at_level, every = list(entry["runs"]), False, (list(entry["runs"]), logs)
         if levels is not None:
-            # Judged at its worse level when enough runs saw it: a night at
-            # the better one is not a loss, and the worse one's own spread
-            # is what a loss beyond it must clear.
+            # Judged at its worse level when the node switched between runs
+            # and enough runs saw it: a night at the better one is not a
+            # loss, and the worse one's own spread is what a loss beyond it
+            # must clear.
             worse = levels.at_worse(entry["samples_by_run"], entry["better"])
             keep = [i for i, xs in enumerate(worse) if xs]
-            if len(keep) >= MIN_RUNS:
+            switched = 2 * levels.pure_runs(entry["samples_by_run"]) > len(worse)
+            if len(keep) >= MIN_RUNS and switched:
                 logs = stats.night_logs([worse[i] for i in keep], entry["unit"])
                 run_ids, at_level = [entry["runs"][i] for i in keep], True
         nights[key] = gating.Baseline(run_ids, logs, entry["better"], entry["unit"], resolution,
