@@ -144,3 +144,11 @@ def test_runs_that_each_mix_the_levels_alike_keep_their_own_location(tmp_path):
     ref = _written(tmp_path, mixed)
     assert "levels" not in ref.provenance
     assert two_levels(TRIAD).pure_runs(TRIAD) == 4
+
+
+def test_runs_of_one_level_in_two_clumps_are_not_two_levels():
+    """Five runs each quiet to 0.1 %, their figures 6 % apart in two clumps
+    (as five nights of 10 % noise can fall): a gap of many within-run
+    spreads, but not two states of the node."""
+    clumps = [[48000 * f * (1 + 0.001 * k) for k in range(5)] for f in (0.95, 0.96, 0.97, 1.03, 1.04)]
+    assert two_levels(clumps) is None

@@ -31,6 +31,11 @@ from hpc_health.stats.constants import HIGHER, MIN_SPREAD
 #: freedom, exponential) the widest split gap passed 6 in at most 0.2 % of
 #: 3 000 draws; the two-state figures of this guest show 9 to 40.
 MIN_GAP = 6.0
+#: Least ratio of the levels: five runs of one level, each quiet within
+#: itself, can fall in two clumps with an empty gap between them by chance
+#: (the gate bench's stores at 10 % night noise did for about one figure in
+#: twenty); the states of this guest are 1.3 to 3 times apart.
+MIN_RATIO = 1.25
 #: Fewest samples of a baseline, and of each level: fewer say nothing of a
 #: level's own spread.
 MIN_SAMPLES, MIN_PER_LEVEL = 10, 3
@@ -91,6 +96,8 @@ def two_levels(samples_by_run: Sequence[Sequence[float]],
     if best is None or best[0] < MIN_GAP:
         return None
     i = best[1]
+    if float(logs[i:].mean() - logs[:i].mean()) < math.log(MIN_RATIO):
+        return None
     if min(len({t[1] for t in tagged[:i]}), len({t[1] for t in tagged[i:]})) < MIN_RUNS_PER_LEVEL:
         return None
     return Levels(math.exp(float(logs[:i].mean())), math.exp(float(logs[i:].mean())),
