@@ -53,13 +53,6 @@ class Levels:
     n_high: int
     cut: float = 0.0
 
-    def worse(self, direction: str) -> float:
-        return self.low if direction == HIGHER else self.high
-
-    def gap(self) -> float:
-        """The log distance between the levels."""
-        return math.log(self.high / self.low)
-
     def pure_runs(self, samples_by_run: Sequence[Sequence[float]]) -> int:
         """How many runs had all their samples at one level."""
         return sum(len({x < self.cut for x in xs if x is not None and math.isfinite(x)
