@@ -140,3 +140,41 @@ def test_one_checks_many_figures_moving_together_are_not_the_night(tmp_path, mon
     assert one.figures == 21 and one.worse >= 12 and one.word is None
     every = with_many(tmp_path / "b", {name: 0.08 for name in FIGURES})
     assert every.word == broad.BROADLY_WORSE
+
+
+def test_nights_on_a_busy_node_do_not_widen_the_usual_night(tmp_path, monkeypatch):
+    """Walk 4's three hog nights (every figure of the night judged 'node
+    busy') widened the recent nights' spread of the index from 5 % to 20 %:
+    a machine a tenth worse on every figure the next week would have passed.
+    Five busy nights 40 % worse among the thirty, then a night 8 % worse on
+    every figure: BROADLY WORSE, as without the busy nights; the same
+    nights not known to be busy hide it."""
+    import json
+
+    from hpc_health.jobside.nodeload import BUSY
+    store = tmp_path / "store"
+    monkeypatch.setenv("HPC_HEALTH_STORE", str(store))
+    hogged = range(22, 27)
+    for n in range(30):
+        rid = f"202611{n + 1:02d}T020000Z"
+        d = write_run(store, "local", rid,
+                      _night(n, {name: 0.4 for name in FIGURES} if n in hogged else None),
+                      started=rid)
+        if n in hogged:
+            (d / "verdicts.json").write_text(json.dumps([
+                {"check": f"Check_{name}", "partition": "local:default", "environ": "gnu-mpi",
+                 "variable": "value", "verdict": "DEGRADED",
+                 "reason": f"+40 %; {BUSY}: other processes used 1.9 cores"}
+                for name in FIGURES]))
+    write_run(store, "local", "20261201T020000Z", _night(7, {name: 0.08 for name in FIGURES}),
+              started="20261201T020000Z")
+    refs = {f"Check_{name}": {"local:default": {"value": [
+        sorted(values[:10])[5], -0.5, 0.5, unit]}} for name, (values, unit) in FIGURES.items()}
+    (tmp_path / "local.yaml").write_text(yaml.safe_dump(refs))
+    refs = references.load(tmp_path / "local.yaml")
+    whole = _whole(refs)
+    assert whole.word == broad.BROADLY_WORSE and whole.nights == 25, whole
+    for n in hogged:
+        (store / "runs" / "local" / f"202611{n + 1:02d}T020000Z" / "verdicts.json").unlink()
+    hidden = _whole(refs)
+    assert hidden.nights == 30 and hidden.word is None, hidden

@@ -79,8 +79,13 @@ def tonight(trends: Sequence[Trend], tonight_run: str,
                 or t.better not in (HIGHER, LOWER):
             continue
         sign = 1.0 if t.better == LOWER else -1.0
+        # A past night on a busy node measured the load: it is no part of
+        # the site's usual night (a week of hogs would widen the yardstick
+        # until a real shift passed).
+        busy = t.busy or [False] * len(t.runs)
         ratios = [(run, sign * math.log(v / t.reference))
-                  for run, v in zip(t.runs, t.values) if v is not None and v > 0]
+                  for run, v, b in zip(t.runs, t.values, busy)
+                  if v is not None and v > 0 and (run == tonight_run or not b)]
         if not ratios or ratios[-1][0] != tonight_run:
             continue
         check = (t.test, t.partition)

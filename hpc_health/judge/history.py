@@ -45,6 +45,11 @@ def point(m: Any) -> dict[str, Any]:
             "hardware": (meta.get("hardware") or {}).get(m.partition_fullname)}
 
 
+def is_busy(point: dict[str, Any]) -> bool:
+    """Whether the point was measured on a busy node (its verdict says so)."""
+    return BUSY in (getattr(point["measurement"], "verdict_reason", "") or "")
+
+
 def reference_for(refs: ReferenceSet | None, point: dict[str, Any]) -> stats.Reference | None:
     """The stored reference of a series point as drift detection uses it
     (value as the healthy level, its recorded noise as the yardstick), or
@@ -105,7 +110,7 @@ def drift(points: Sequence[dict[str, Any]],
     # and the spread leave it out, so does the step (nor does it start one
     # the clean night after the load ends).
     kept = [i for i in range(reference_start(refs, points), len(points))
-            if BUSY not in (getattr(points[i]["measurement"], "verdict_reason", "") or "")]
+            if not is_busy(points[i])]
     found = stepscan.scan([points[i]["value"] for i in kept], direction)
     if found:
         found["index"] = kept[found["index"]]

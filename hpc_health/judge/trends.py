@@ -41,6 +41,9 @@ class Trend:
     values: list = field(default_factory=list)
     lows: list = field(default_factory=list)        # smallest sample of each run
     highs: list = field(default_factory=list)       # largest sample
+    #: whether each run measured the figure on a busy node (other processes
+    #: used its cores): the load, not the machine
+    busy: list = field(default_factory=list)
     reference: float | None = None
     lower: float | None = None                      # absolute bounds, None: unbounded
     upper: float | None = None
@@ -106,6 +109,7 @@ def trends(idx: FigureIndex, runs: Sequence[Run], refs: ReferenceSet | None = No
             t.values.append(p["value"])
             t.lows.append(min(finite, default=p["value"]))
             t.highs.append(max(finite, default=p["value"]))
+            t.busy.append(hist.is_busy(p))
         ref = hist.reference_for(refs, pts[-1])
         _reference(t, refs, ref, last)
         if t.claims:
