@@ -61,7 +61,10 @@ def night(tpl: list[results.Measurement], n: int, spread: float, rng: random.Ran
     night's per-check part of the noise, given for its retest (which draws
     only each figure's own part again: the pessimistic side for false
     alarms, as a retest minutes later shares what the night shares)."""
-    common = common or {t: rng.gauss(0.0, spread / math.sqrt(2)) for t in {m.test for m in tpl}}
+    # Sorted: a set's order of strings changes with each process's hash seed,
+    # and so would every draw after it.
+    common = common or {t: rng.gauss(0.0, spread / math.sqrt(2))
+                        for t in sorted({m.test for m in tpl})}
     out = []
     for m in tpl:
         x = copy.copy(m)
@@ -91,6 +94,13 @@ def captured(baseline: list[Night], workdir: Path) -> references.ReferenceSet:
             entry["samples_by_run"].append(list(m.samples))
             entry["busy_by_run"].append(0.0)
     proposals = capture.propose(found)
+    # Stamped as captured the morning after the fifth night, as a site
+    # does: the gate counts a figure's nights from its capture on, and the
+    # clock of today would put every synthetic night before it (neither the
+    # persistence rule nor the learned spread would ever see one).
+    for prop in proposals.values():
+        if "captured" in (prop.get("provenance") or {}):
+            prop["provenance"]["captured"] = baseline[-1].started
     path = workdir / "local.yaml"
     capture.write(path, capture.merge({}, proposals))
     return references.load(path)
