@@ -48,3 +48,45 @@ def test_clean_nights_counts_the_quiet_nights_only_and_says_the_rate_a_month():
     assert "Clean nights failing: 1 of 9 (11 %); at that rate 3.3 failing nights" in said
     assert "| 10 | R | 1 | 3 (node busy: not counted) |" in said
     assert "X v: DEGRADED: +90 %" in said
+
+
+def _template():
+    from hpc_health.model.results import Measurement
+    return [Measurement(test=test, check=test, system="local", partition="default",
+                        environ="gnu-mpi", variable=var, value=v, unit=unit, better=better,
+                        samples=[v] * 3, result="pass")
+            for test, var, v, unit, better in (
+                ("StreamBandwidth", "Triad", 45000.0, "MB/s", "higher"),
+                ("StreamBandwidth", "Copy", 40000.0, "MB/s", "higher"),
+                ("StreamBandwidth", "Scale", 39000.0, "MB/s", "higher"),
+                ("OsuLatency", "latency", 1.5, "us", "lower"),
+                ("HaloExchange", "time", 20.0, "us", "lower"))]
+
+
+def test_a_stores_nights_come_after_its_capture_and_a_seed_draws_the_same_nights(tmp_path):
+    """The gate counts a figure's nights from its capture on: a capture
+    stamped with today's clock put every synthetic night before it, and the
+    bench measured neither the persistence rule nor the learned spread.
+    The checks' shared noise was drawn in a set's hash order: the same seed
+    drew other nights in another process."""
+    import random
+    import subprocess
+    import sys
+
+    from bench.gate import stores
+    tpl = _template()
+    rng = random.Random(3)
+    base = [stores.night(tpl, n, 0.1, rng) for n in range(stores.BASELINE)]
+    refs = stores.captured(base, tmp_path)
+    stamps = {p["captured"] for t in refs.provenance.values() for p in t.values()}
+    later = stores.night(tpl, stores.BASELINE, 0.1, rng)
+    assert stamps == {base[-1].started} and later.started > base[-1].started
+    paths = [str(HERE.parents[1]), str(Path(__file__).parent)]
+    code = (f"import random, sys; sys.path[:0] = {paths!r}; import test_gate_bench as t; "
+            "from bench.gate import stores; "
+            "print([m.value for m in stores.night(t._template(), 0, 0.1, random.Random(7))"
+            ".measurements])")
+    seen = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+            for seed in ("1", "2", "3")}
+    assert len(seen) == 1, seen
