@@ -85,6 +85,18 @@ def _prov(values, direction="higher"):
     return prov, float(np.exp(logs.mean()))
 
 
+def test_healthy_nights_on_either_side_of_a_one_level_reference_feed_its_spread():
+    """Session 32's two levels let only the nights nearer the worse level
+    feed a spread at the worse of two; a figure at one level kept only its
+    nights worse than the reference, and half its healthy nights taught
+    the gate nothing (the recorded series' false nights moved with it)."""
+    prov, ref = _prov(series("stream_triad_1t")[:5])
+    past = [nights.Night(f"n{k}", f"2027-01-{k + 1:02d}", ref * (1.01 if k % 2 else 0.99),
+                         True, True) for k in range(12)]
+    night = gating.judge_night(ref, ref, "higher", prov, past, 10, 1.0)
+    assert night.noise.nights == 12 - (gate.PERSIST_NIGHTS - 1), night.noise
+
+
 def test_a_loss_far_beyond_the_noise_fails_on_its_first_night():
     prov, ref = _prov(series("stream_triad_1t")[:5])
     night = gating.judge_night(ref * 0.5, ref, "higher", prov, [], 10, 1.0)

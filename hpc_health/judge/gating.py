@@ -421,7 +421,7 @@ def _learned(nights: Sequence[Any], reference: float, direction: str, gap: float
     the worse of two levels (*gap* to the better one), the nights nearer it,
     since one at the better level is neither a loss nor the level's noise."""
     return [d for d in (worse_log(n.value, reference, direction) for n in _feeding(nights))
-            if d > -gap / 2]
+            if not gap or d > -gap / 2]
 
 
 def _feeding(past: Sequence[Any]) -> list[Any]:
