@@ -77,6 +77,25 @@ def test_one_wild_night_at_most_doubles_a_quiet_spread():
     assert df2 == 24 and s2 < 0.021
 
 
+def test_a_quiet_baseline_at_one_of_two_states_learns_the_other_from_its_nights():
+    """Newcomer walk 4 (2026-11-28): the 2-D SERE halo time at 8 B sat at
+    0.39 us in all five baseline runs (4.2 %), judged with its kind's
+    spread (25 %, df 2.8); after the capture the host's vCPU placement put
+    it at 0.92 us on some nights.  Clipped at its own 4.2 %, the nights at
+    the second state taught the gate almost nothing and the third failed
+    (+139 %); clipped at the spread it is judged with, it passes."""
+    prov = {"captured": "2026-11-28T16:41:00Z", "runs": list("abcde"), "night_spread": 0.04153,
+            "night_df": 4, "prior_spread": 0.2522, "prior_df": 2.769, "effective": 8.066}
+    ref = 0.394
+    past = [nights.Night(f"n{k}", f"2026-11-28T17:{k:02d}:00Z", v, True, True)
+            for k, v in enumerate((0.39, 0.904, 0.388, 0.443, 0.92, 0.41, 0.40))]
+    night = gating.judge_night(0.943, ref, "lower", prov, past, 10, 1.0)
+    assert night.verdict == "PASS", night.reason
+    # One such night still does not make the gate blind to a loss beyond it.
+    night = gating.judge_night(0.394 * 8, ref, "lower", prov, past[:3], 10, 1.0)
+    assert night.verdict == "DEGRADED", night.reason
+
+
 def _prov(values, direction="higher"):
     logs = np.log(values)
     base = gating.Baseline(list("abcde"), logs, direction)

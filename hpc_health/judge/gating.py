@@ -91,11 +91,12 @@ def noise_of(prov: Mapping[str, Any], deviations: Sequence[float] = ()) -> Noise
     runs = prov.get("runs")
     runs = len(runs) if isinstance(runs, list) else int(runs or 2)
     runs = int(prov.get("level_runs") or runs)
-    spread, df, used = gate.learned_spread(float(prov["night_spread"]),
-                                           float(prov.get("night_df", runs - 1)), runs,
-                                           list(deviations))
-    p_df = _float(prov.get("prior_df"))
-    var, total = prior.moderate(spread ** 2, df, _float(prov.get("prior_spread")) ** 2, p_df)
+    own, own_df = float(prov["night_spread"]), float(prov.get("night_df", runs - 1))
+    p_var, p_df = _float(prov.get("prior_spread")) ** 2, _float(prov.get("prior_df"))
+    spread, df, used = gate.learned_spread(own, own_df, runs, list(deviations),
+                                           math.sqrt(prior.moderate(own ** 2, own_df,
+                                                                    p_var, p_df)[0]))
+    var, total = prior.moderate(spread ** 2, df, p_var, p_df)
     return Noise(math.sqrt(var), total, runs, used, p_df, _float(prov.get("effective")) or 1.0)
 
 

@@ -226,7 +226,8 @@ def _solve_shift(prob: Callable[[float], float], power: float) -> float:
 
 
 def learned_spread(baseline_spread: float, baseline_df: float, runs: int,
-                   deviations: list[float]) -> tuple[float, float, int]:
+                   deviations: list[float], judged_with: float = 0.0
+                   ) -> tuple[float, float, int]:
     """(spread, degrees of freedom, nights used): the baseline's spread
     pooled with the last :data:`LEARN_WINDOW` nights' deviations from the
     reference (log), taken in order, each clipped at :data:`LEARN_CLIP`
@@ -238,14 +239,21 @@ def learned_spread(baseline_spread: float, baseline_df: float, runs: int,
     nights add up), while a figure whose healthy nights come in episodes
     (8 B latency at 2.6x for five runs, IOR with fsync between two levels
     17 % apart) learns its episodes within a night or two instead of
-    failing every one of them."""
+    failing every one of them.
+
+    ``judged_with``: the spread the figure was judged with at capture, its
+    prior's share included; the clip is never below it.  A figure whose
+    five runs happened to sit at one of two states (a 2-D halo time at
+    8 B, 0.39 us in all five, 0.92 us on three nights of the next twelve)
+    is judged with its kind's spread; clipped at its own, the nights at
+    the other state taught it almost nothing and the third failed."""
     used = [float(d) for d in deviations if math.isfinite(d)][-LEARN_WINDOW:]
     if not used:
         return baseline_spread, baseline_df, 0
     q2 = 1.0 + 1.0 / max(runs, 1)
     ss, df = baseline_df * baseline_spread ** 2, baseline_df
     for d in used:
-        current = math.sqrt(ss / df) if df > 0 else abs(d)
+        current = max(math.sqrt(ss / df) if df > 0 else abs(d), judged_with)
         cap = LEARN_CLIP * current * math.sqrt(q2) if current > 0 else math.inf
         ss += min(abs(d), cap) ** 2 / q2
         df += 1
