@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from store_fixtures import series
 
-from hpc_health.judge import gating, nights
+from hpc_health.judge import baselines, gating, nights
 from hpc_health.stats import gate, prior
 
 
@@ -62,9 +62,9 @@ def test_the_prior_is_strong_for_alike_spreads_and_absent_for_unlike_ones():
 
 def test_a_family_of_figures_that_move_as_one_lends_no_strength():
     logs = np.log([40.0, 42.0, 39.0, 41.5, 40.5])
-    family = {v: gating.Baseline(list("abcde"), logs + k * 0.01, "higher")
+    family = {v: baselines.Baseline(list("abcde"), logs + k * 0.01, "higher")
               for k, v in enumerate(("Copy", "Scale", "Add", "Triad"))}
-    noise = gating.capture_family(family)
+    noise = baselines.capture_family(family)
     assert noise["Triad"]["effective"] == pytest.approx(1.0)
     assert noise["Triad"]["prior_df"] is None
 
@@ -98,8 +98,8 @@ def test_a_quiet_baseline_at_one_of_two_states_learns_the_other_from_its_nights(
 
 def _prov(values, direction="higher"):
     logs = np.log(values)
-    base = gating.Baseline(list("abcde"), logs, direction)
-    prov = {k: v for k, v in gating.capture_family({"f": base})["f"].items() if v is not None}
+    base = baselines.Baseline(list("abcde"), logs, direction)
+    prov = {k: v for k, v in baselines.capture_family({"f": base})["f"].items() if v is not None}
     prov["runs"] = list("abcde")
     return prov, float(np.exp(logs.mean()))
 

@@ -8,7 +8,7 @@ import numpy as np
 from sandbox import hpc_health, make_root
 from store_fixtures import case, write_run
 
-from hpc_health.judge import gating
+from hpc_health.judge import baselines, gating
 from hpc_health.judge.nights import Night
 from hpc_health.stats.levels import MIN_GAP, two_levels
 from hpc_health.store import capture, references
@@ -49,11 +49,27 @@ def test_one_level_a_lone_run_and_a_printed_step_are_not_two():
     assert two_levels(TRIAD[:1]) is None         # too few samples to say
 
 
+def test_a_lone_run_at_the_better_level_is_enough_to_judge_at_the_worse():
+    """Judged at its worse level, a figure passes a night at the better one
+    whether that was a state or one run's episode: the better level may
+    have been seen once, the worse level not."""
+    lv = two_levels(TRIAD_2T, direction="higher")
+    assert lv is not None and (lv.n_low, lv.n_high) == (20, 5)
+    assert two_levels(TRIAD_2T, direction="lower") is None   # its worse level in one run
+    # 8 B latency: 0.36 us (worse) in one run alone, four at 0.12 us.
+    lat = [LAT_8B[0], LAT_8B[1], LAT_8B[2], LAT_8B[3], LAT_8B[0]]
+    assert two_levels(lat, resolution=0.01 / 0.2, direction="lower") is None
+    assert two_levels(lat, resolution=0.01 / 0.2, direction="higher") is not None
+
+
 def test_noise_of_one_level_is_seldom_called_two():
     rng = np.random.default_rng(43)
     draws = [np.exp(0.05 * rng.standard_t(3, size=(5, 5))) for _ in range(500)]
     called = sum(two_levels(d.tolist()) is not None for d in draws)
     assert called <= 2, called
+    one_run = sum(two_levels(d.tolist(), direction=way) is not None
+                  for d in draws for way in ("higher", "lower"))
+    assert one_run <= 4, one_run
     assert MIN_GAP >= 6
 
 
@@ -79,7 +95,7 @@ def test_the_capture_says_a_figure_falls_at_two_levels(tmp_path):
 
 def test_a_weak_figures_reason_names_its_two_levels():
     logs = np.log([np.median(r) for r in TRIAD])
-    base = gating.Baseline(list("abcde"), logs, "higher", "MB/s", levels=two_levels(TRIAD))
+    base = baselines.Baseline(list("abcde"), logs, "higher", "MB/s", levels=two_levels(TRIAD))
     fig = gating.Noise(spread=base.spread, df=4, runs=5)
     said = capture._spread_said(fig, base)
     assert said == ("its 5 runs spread by 19.4 % (log SD), its 25 samples at two levels, "
@@ -88,18 +104,21 @@ def test_a_weak_figures_reason_names_its_two_levels():
     assert "one level" in gating.when_strong(None, fig, 0.5, two_levels=True)
 
 
-def _written(tmp_path, samples):
+def _written(tmp_path, samples, unit="MB/s", said=None):
     root = make_root(tmp_path, references=False)
     store = root.parent / "store"
     ids = []
     for k, tri in enumerate(samples):
         rid = f"202611{k + 1:02d}T020000Z"
-        write_run(store, "local", rid, [case("StreamBandwidth", "triad", sorted(tri)[2], "MB/s")],
+        write_run(store, "local", rid, [case("StreamBandwidth", "triad", sorted(tri)[len(tri) // 2],
+                                             unit)],
                   started=rid, samples={0: {"triad": tri}})
         ids.append(rid)
     res = hpc_health(root, "reference", "capture", "--site", "local", "--write", "--from",
                      ",".join(ids))
     assert res.returncode == 0, res.stderr
+    if said is not None:
+        said.append(res.stdout)
     refs = references.load(root / "reference" / "local.yaml")
     return refs.lookup("StreamBandwidth", "local:default", "gnu-mpi", {}, "triad")
 
@@ -132,6 +151,43 @@ def test_a_figure_at_two_levels_is_judged_at_its_worse_one(tmp_path):
     assert night(48000.0, high).noise.nights == 0
     low_nights = [dataclasses.replace(n, value=48500.0) for n in high]
     assert night(48000.0, low_nights).noise.nights == 5
+
+
+def test_a_lone_better_run_leaves_the_reference_at_the_four_runs_level(tmp_path):
+    """Walk 6's shape: the 2-thread Triad at 77 GB/s in one baseline run and
+    at 47-49 in the four others.  The reference is the four runs' level with
+    their own spread (about 1 %), not a 5-run spread of 20 % that left the
+    hog's third of the bandwidth uncaught; a night at the high level passes."""
+    ref = _written(tmp_path, TRIAD_2T)
+    prov = ref.provenance
+    assert prov["level_runs"] == 4 and "weak" not in prov
+    assert 48000 < ref.value < 49000 and -0.15 < ref.lower < -0.03
+    assert gating.judge_night(77000.0, ref.value, "higher", prov, [], 10, 1.0).verdict == "PASS"
+    assert gating.judge_night(32500.0, ref.value, "higher", prov, [], 10, 1.0).verdict == "DEGRADED"
+
+
+def test_a_worse_level_of_two_runs_borrows_the_better_levels_spread(tmp_path):
+    """8 B latency at 0.36 us (the worse level) in runs 4 and 5 and at
+    0.12 us in runs 1-3: two runs give the worse level's spread one degree
+    of freedom, so it is pooled with the better level's, each about its own
+    level (3 degrees of freedom); the reference is the worse level, from its
+    two runs."""
+    said = []
+    ref = _written(tmp_path, LAT_8B, unit="us", said=said)
+    prov = ref.provenance
+    assert prov["level_runs"] == 2 and prov["night_df"] == 3 and "weak" not in prov
+    assert 0.359 < ref.value < 0.365
+    logs = [np.log(np.median(r)) for r in LAT_8B]
+    pooled = np.sqrt((np.var(logs[:3]) * 3 + np.var(logs[3:]) * 2) / 3)
+    assert abs(prov["night_spread"] - pooled) < 1e-3
+    assert "from its 2 runs at it" in said[0], said[0]
+    assert gating.noise_of(prov).rests_on() == "2+0 df 3"
+
+    def night(value):
+        return gating.judge_night(value, ref.value, "lower", prov, [], 10, 1.0).verdict
+
+    assert night(0.12) == "PASS" and night(0.37) == "PASS"
+    assert night(0.9) == "DEGRADED"
 
 
 def test_runs_that_each_mix_the_levels_alike_keep_their_own_location(tmp_path):

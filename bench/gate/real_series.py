@@ -5,7 +5,7 @@ the recorded noise (``tests/data/noise``: 30 back-to-back runs of nine
 figures) and the clean nights of the drift bench (``bench/drift/real.json``:
 full ``hpc-health run`` nights of one check, seconds to minutes apart).
 From every start, the next five runs are a baseline captured as
-``reference capture`` does (:func:`hpc_health.judge.gating.capture_family`,
+``reference capture`` does (:func:`hpc_health.judge.baselines.capture_family`,
 a family of one: no prior is lent), and the runs after it are judged night
 by night by the product's gate (:func:`hpc_health.judge.gating.judge_night`)
 with the nights before each, healthy ones feeding the spread exactly as a
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hpc_health.judge import gating, nights
+from hpc_health.judge import baselines, gating, nights
 from hpc_health.stats import gate
 
 REPO = Path(__file__).resolve().parents[2]
@@ -72,8 +72,8 @@ def judge_series(s: Series, checks: int, effective: float, budget: float,
                  start: int) -> tuple[int, int]:
     """(failing nights, nights judged) after the baseline at *start*."""
     logs = np.log(np.asarray(s.values[start:start + BASELINE], dtype=float))
-    base = gating.Baseline([f"r{k}" for k in range(BASELINE)], logs, s.direction)
-    prov = dict(gating.capture_family({"f": base})["f"])
+    base = baselines.Baseline([f"r{k}" for k in range(BASELINE)], logs, s.direction)
+    prov = dict(baselines.capture_family({"f": base})["f"])
     prov = {k: v for k, v in prov.items() if v is not None}
     prov["effective"] = effective
     prov["runs"] = BASELINE

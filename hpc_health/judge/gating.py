@@ -5,7 +5,7 @@ The statistics are :mod:`hpc_health.stats.gate` (the two rules and
 their thresholds) and :mod:`hpc_health.stats.prior` (strength
 borrowed across a benchmark's figures); this module ties them to the
 reference file's provenance, written by ``reference capture``
-(:func:`capture_family`) and read by every run (:func:`noise_of`), so that
+(:func:`hpc_health.judge.baselines.capture_family`) and read by every run (:func:`noise_of`), so that
 capture and run print the same MDC for a figure.
 """
 
@@ -16,10 +16,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from hpc_health.stats import gate, prior
-from hpc_health.stats.constants import HIGHER, LOWER, MIN_SPREAD, from_log
+from hpc_health.stats.constants import HIGHER, LOWER, from_log
 
 if TYPE_CHECKING:
     from hpc_health.model.references import ReferenceSet
@@ -47,7 +45,8 @@ class Noise:
         """``5+12 df 24``: baseline runs + healthy nights, degrees of freedom."""
         lent = "" if not self.prior_df else (
             "+inf" if math.isinf(self.prior_df) else f"+{self.prior_df:.0f}")
-        own = self.runs - 1 + self.nights
+        # The figure's own: its runs' (or both levels' runs', pooled) and its nights'.
+        own = round(self.df - self.prior_df) if math.isfinite(self.prior_df) else 0
         df = "inf" if math.isinf(self.df) else f"{own}{lent}"
         return f"{self.runs}+{self.nights} df {df}"
 
@@ -164,99 +163,6 @@ def bound(noise: Noise, checks: float, budget: float, direction: str) -> float:
     lv = levels_of(noise, checks, budget)
     c1 = gate.threshold(lv.one_night, noise.df, noise.runs)
     return from_log(c1 * noise.spread * math.sqrt(1 + 1 / noise.runs), direction)
-
-
-# --- capture ------------------------------------------------------------------
-
-@dataclass
-class Baseline:
-    """One figure's baseline nights: the run ids and each run's log figure;
-    ``resolution``: one printed step of its samples as a fraction of the value;
-    ``min_change``: the smallest change its check calls a finding;
-    ``levels``: the two levels its samples fall at, if they do."""
-    run_ids: list
-    logs: np.ndarray
-    direction: str
-    unit: str = ""
-    resolution: float = 0.0
-    min_change: float = 0.0
-    #: its samples' two levels (:func:`hpc_health.stats.levels.two_levels`)
-    levels: Any = None
-    #: *run_ids* and *logs* are of the worse level's samples alone: the
-    #: reference is that level
-    at_level: bool = False
-    #: every baseline run and its log figure (default: *run_ids*, *logs*):
-    #: how the figure moves with the others of its check
-    every_run: tuple = ()
-
-    def moves(self) -> tuple[list, np.ndarray]:
-        """(run ids, log figures) of every baseline run."""
-        return (list(self.every_run[0]), self.every_run[1]) if self.every_run \
-            else (self.run_ids, self.logs)
-
-    @property
-    def spread(self) -> float:
-        """The runs' log SD, never below what the benchmark's printed
-        resolution (a uniform rounding error of one step) or its timer
-        (:data:`MIN_SPREAD`) can tell: runs that print the same value
-        are not known to be quieter than that."""
-        floor = max(MIN_SPREAD, self.resolution / math.sqrt(12.0))
-        return max(float(np.std(self.logs, ddof=1)), floor)
-
-
-def capture_family(figures: Mapping[Any, Baseline],
-                   kind: Callable[[Any], Any] | None = None) -> dict[Any, dict[str, Any]]:
-    """The provenance the gate needs for each figure of one check: its
-    spread and degrees of freedom, the prior it borrows from, and the
-    check's effective number of independent figures (its multiplicity).
-
-    The prior is fitted to the figures of the same *kind* (the variable: a
-    halo time at 1 MiB beside the other 1 MiB times, not beside 8 B ones,
-    whose noise is of another order) when there are :data:`prior.MIN_FIGURES`
-    of that kind, else to the whole check (STREAM's four kernels)."""
-    groups: dict[Any, dict[Any, Baseline]] = {}
-    for k, b in figures.items():
-        groups.setdefault(kind(k) if kind else None, {})[k] = b
-    effective = prior.effective_count(_matrix(figures))
-    out: dict[Any, dict[str, Any]] = {}
-    few = [k for g in groups.values() if len(g) < prior.MIN_FIGURES for k in g]
-    if few:
-        # Kinds with too few figures borrow from the whole check.
-        whole = _borrowing(figures, effective)
-        out.update({k: whole[k] for k in few})
-    for group in groups.values():
-        if len(group) >= prior.MIN_FIGURES:
-            out.update(_borrowing(group, effective))
-    return out
-
-
-def _borrowing(figures: Mapping[Any, Baseline], effective: float) -> dict[Any, dict[str, Any]]:
-    """Each figure's spread and the prior fitted to *figures*, held to what
-    their effective number of independent figures can lend."""
-    keys = list(figures)
-    s2 = [figures[k].spread ** 2 for k in keys]
-    dfs = [len(figures[k].logs) - 1.0 for k in keys]
-    lenders = prior.effective_count(_matrix(figures))
-    p_var, p_df = prior.fit_prior(s2, dfs)
-    p_df = min(p_df, prior.prior_df_cap(lenders, float(np.mean(dfs)) if dfs else 0.0))
-    p_df = p_df if p_df >= 0.5 else 0.0     # half a degree of freedom lends nothing
-    out = {}
-    for k, var, df in zip(keys, s2, dfs):
-        out[k] = {"night_spread": var ** 0.5, "night_df": int(df),
-                  "prior_spread": p_var ** 0.5 if p_df > 0 else None,
-                  "prior_df": p_df if p_df > 0 else None, "effective": effective}
-    return out
-
-
-def _matrix(figures: Mapping[Any, Baseline]) -> np.ndarray:
-    """Runs × figures of log figures, NaN where a run lacks a figure."""
-    run_ids = sorted({r for b in figures.values() for r in b.moves()[0]})
-    col = {r: i for i, r in enumerate(run_ids)}
-    x = np.full((len(run_ids), len(figures)), np.nan)
-    for j, b in enumerate(figures.values()):
-        for r, v in zip(*b.moves()):
-            x[col[r], j] = v
-    return x
 
 
 def worse_log(value: float, reference: float, direction: str) -> float:

@@ -4,7 +4,7 @@ value = the mean of the runs' figures on the log scale (of a figure whose
 samples fall at two levels, of the worse level's: :mod:`hpc_health.stats.levels`),
 frozen until the next capture; noise = the spread of those figures, with the prior it
 borrows from its kind's figures and the check's effective number of
-independent figures (:func:`hpc_health.judge.gating.capture_family`), so
+independent figures (:func:`hpc_health.judge.baselines.capture_family`), so
 that every run judges it with the nightly gate.  The proposal is printed as
 a diff; the file is written only with ``--write``, atomically, and only
 after the new content has been validated by the same loader every run uses.
@@ -25,7 +25,7 @@ import yaml
 
 from hpc_health import stats
 from hpc_health.errors import ConfigError
-from hpc_health.judge import gating
+from hpc_health.judge import baselines, gating
 from hpc_health.model import results
 from hpc_health.site import hardware
 from hpc_health.stats.gate import FALSE_ALARM_BUDGET, PERSIST_NIGHTS, POWER
@@ -84,7 +84,7 @@ def propose(found: dict[Any, Any], stack_hashes: Sequence[str | None] = (),
 
     Each figure's level is the mean of its runs' figures (log scale) and its
     noise the spread of those figures, shrunk towards its check's other
-    figures (:func:`hpc_health.judge.gating.capture_family`).  A figure that
+    figures (:func:`hpc_health.judge.baselines.capture_family`).  A figure that
     measures nothing (below its timer's resolution), has one run, or whose
     runs spread so far that the gate could not catch a tenfold change gets
     no reference, with the reason; one whose MDC (a sustained loss caught by
@@ -115,7 +115,7 @@ def _baselines(found: dict[Any, Any]) -> tuple[dict[Any, Any], dict[Any, Any], d
     nights, their provenance so far)."""
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     proposals: dict[Any, Any] = OrderedDict()
-    nights: dict[Any, gating.Baseline] = OrderedDict()
+    nights: dict[Any, baselines.Baseline] = OrderedDict()
     provs: dict[Any, dict[str, Any]] = {}
     for key, entry in found.items():
         entry, busy_note = _without_busy_runs(entry)
@@ -140,8 +140,9 @@ def _baselines(found: dict[Any, Any]) -> tuple[dict[Any, Any], dict[Any, Any], d
             continue
         allx = [x for r in entry["samples_by_run"] for x in r]
         resolution = stats.quantisation_step(allx) / math.exp(float(np.mean(logs)))
-        levels = two_levels(entry["samples_by_run"], resolution)
+        levels = two_levels(entry["samples_by_run"], resolution, entry["better"])
         run_ids, at_level, every = list(entry["runs"]), False, (list(entry["runs"]), logs)
+        other: tuple = ()
         if levels is not None:
             # Judged at its worse level when the node switched between runs
             # and enough runs saw it: a night at the better one is not a
@@ -150,12 +151,19 @@ def _baselines(found: dict[Any, Any]) -> tuple[dict[Any, Any], dict[Any, Any], d
             worse = levels.at_worse(entry["samples_by_run"], entry["better"])
             keep = [i for i, xs in enumerate(worse) if xs]
             switched = 2 * levels.pure_runs(entry["samples_by_run"]) > len(worse)
-            if len(keep) >= MIN_RUNS and switched:
+            if len(keep) == MIN_RUNS - 1 and switched:
+                # Two runs at the worse level: its spread is pooled with the
+                # better level's runs (three or more), each about its own level.
+                better = levels.at_worse(entry["samples_by_run"], _opposite(entry["better"]))
+                other = tuple(stats.night_logs([xs for xs in better if xs], entry["unit"]))
+            if switched and (len(keep) >= MIN_RUNS or len(other) >= MIN_RUNS):
                 logs = stats.night_logs([worse[i] for i in keep], entry["unit"])
                 run_ids, at_level = [entry["runs"][i] for i in keep], True
-        nights[key] = gating.Baseline(run_ids, logs, entry["better"], entry["unit"], resolution,
+            else:
+                other = ()
+        nights[key] = baselines.Baseline(run_ids, logs, entry["better"], entry["unit"], resolution,
                                       float(entry.get("min_change") or 0.0), levels, at_level,
-                                      every if at_level else ())
+                                      every if at_level else (), other)
         provs[key] = prov
     return proposals, nights, provs
 
@@ -164,12 +172,12 @@ def _gated(nights: dict[Any, Any], provs: dict[Any, Any], budget: float,
            max_mdc: float, weights: Mapping[str, float] | None) -> dict[Any, Any]:
     """The proposals of the figures with baseline nights: each check's
     family fitted together, the budget shared by the gated checks."""
-    families: dict[Any, dict[Any, gating.Baseline]] = OrderedDict()
+    families: dict[Any, dict[Any, baselines.Baseline]] = OrderedDict()
     for key, base in nights.items():
         families.setdefault(gating.family_of(key[0], key[2][0]), OrderedDict())[key] = base
     noise = {}
     for members in families.values():
-        noise.update(gating.capture_family(members, kind=lambda key: key[3]))
+        noise.update(baselines.capture_family(members, kind=lambda key: key[3]))
     # A family whose every figure is left out takes no share of the budget,
     # which changes the others' (once is enough: fewer checks only lower the MDCs).
     gated = set(families)
@@ -183,14 +191,18 @@ def _gated(nights: dict[Any, Any], provs: dict[Any, Any], budget: float,
     return made
 
 
-def _spread_said(fig: gating.Noise, base: gating.Baseline) -> str:
+def _spread_said(fig: gating.Noise, base: baselines.Baseline) -> str:
     """The spread a reason's numbers follow from: the figure's own, the two
     levels it comes from when its samples fall at two, and the one it is
     judged with when borrowing moved it (a quiet figure among noisy ones of
     its kind: its few runs cannot tell it apart from them)."""
     own = base.spread
     said = f"its {fig.runs} runs spread by {100 * own:.1f} % (log SD)"
-    if base.at_level:
+    if base.at_level and base.other_level:
+        said = (f"its runs spread by {100 * own:.1f} % (log SD) about each of its two levels "
+                f"({_levels_said(base)}; {fig.runs} runs at the worse, "
+                f"{len(base.other_level)} at the better)")
+    elif base.at_level:
         said = (f"its {fig.runs} runs at the worse of its two levels ({_levels_said(base)}) "
                 f"spread by {100 * own:.1f} % (log SD)")
     elif base.levels is not None:
@@ -257,7 +269,7 @@ def _judged(nights, noise, provs, shares, budget, max_mdc):
     return out
 
 
-def _leaf_bounds(b: float, base: gating.Baseline) -> tuple[float, float]:
+def _leaf_bounds(b: float, base: baselines.Baseline) -> tuple[float, float]:
     """(lower, upper) of the file's entry: *b* on both sides, or for a
     figure judged at the worse of two levels, on the better side the other
     level and *b* beyond it, so that ReFrame passes a night at either."""
@@ -271,7 +283,11 @@ def _leaf_bounds(b: float, base: gating.Baseline) -> tuple[float, float]:
     return -min(better, _BETTER_MAX), b
 
 
-def _levels_said(base: gating.Baseline) -> str:
+def _opposite(direction: str) -> str:
+    return stats.LOWER if direction == stats.HIGHER else stats.HIGHER
+
+
+def _levels_said(base: baselines.Baseline) -> str:
     """``48868 and 75504 MB/s`` for a baseline at two levels, else ''."""
     if base.levels is None:
         return ""
