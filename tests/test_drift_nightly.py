@@ -195,3 +195,51 @@ def test_nights_on_a_busy_node_neither_make_a_drift_nor_hide_one(tmp_path, monke
     (d,), runs = _drifting()
     began = [r.run_id for r in runs].index(d.run)
     assert abs(began - 15) <= 1 and d.nights == len(runs) - began - 1
+
+
+def _two_level_refs(tmp_path, worse, better):
+    """A reference at the worse of two levels of the 1-thread Triad, as
+    capture writes one for a node seen in two states."""
+    from hpc_health.store import references
+    path = tmp_path / "local.yaml"
+    path.write_text(f"""
+StreamTriadScaling:
+  $index: [$partition, $environ]
+  local:default:
+    gnu-mpi:
+      triad: [{worse}, -0.1, {better / worse * 1.1 - 1:.4f}, MB/s]
+$provenance:
+  StreamTriadScaling:
+    local:default/gnu-mpi/triad:
+      captured: '2026-09-01T00:00:00Z'
+      night_spread: 0.03
+      night_df: 3
+      levels: [{worse}, {better}]
+      level_runs: 4
+""")
+    return references.load(path)
+
+
+def test_a_node_in_its_other_state_is_not_drifting_a_step_beyond_its_worse_level_is(
+        tmp_path, monkeypatch):
+    """Walk 5's STREAM: a reference at the worse of two levels (48 and
+    77 GB/s); a fortnight at the better level then nights at the worse one
+    is the node's other state, not a step (as it was, exit 3 on a clean
+    night); a step of -15 % below the worse level still is, every fourth
+    night at the better level."""
+    scale = [v / float(np.median(TRIAD)) for v in TRIAD]
+    refs = _two_level_refs(tmp_path, 48000.0, 77000.0)
+    values = [77000.0 * f for f in scale[:15]] + [48000.0 * f for f in scale[15:24]]
+    _store(tmp_path / "states", monkeypatch, [{TRIAD_KEY: v} for v in values])
+    with index.open_index() as idx:
+        runs = idx.listing("local").runs
+        assert drift.drifting(idx, runs, None, runs[-1].run_id), "a step without the levels"
+        assert drift.drifting(idx, runs, refs, runs[-1].run_id) == []
+
+    values = [48000.0 * f for f in scale[:15]] + [40800.0 * f for f in scale[:9]]
+    values = [v if k % 4 else 77000.0 * scale[k] for k, v in enumerate(values)]
+    _store(tmp_path / "step", monkeypatch, [{TRIAD_KEY: v} for v in values])
+    with index.open_index() as idx:
+        runs = idx.listing("local").runs
+        (d,) = drift.drifting(idx, runs, refs, runs[-1].run_id)
+        assert -0.2 < d.change < -0.1

@@ -4,12 +4,12 @@ Nothing here re-runs a benchmark."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hpc_health import stats
 from hpc_health.jobside.nodeload import BUSY
-from hpc_health.judge import verdicts
+from hpc_health.judge import gating, verdicts
 from hpc_health.site import hardware
 from hpc_health.stats import stepscan
 
@@ -109,9 +109,28 @@ def drift(points: Sequence[dict[str, Any]],
     # A night on a busy node measured the load, not the machine: as capture
     # and the spread leave it out, so does the step (nor does it start one
     # the clean night after the load ends).
+    # At the better of a two-level reference's levels a night is no loss
+    # (the gate's view): the step is looked for in the worse level's nights,
+    # so a node that stays a week in its other state is not DRIFTING.
+    better = _at_better_level(refs, points[-1])
     kept = [i for i in range(reference_start(refs, points), len(points))
-            if not is_busy(points[i])]
+            if not is_busy(points[i]) and not better(points[i]["value"])]
     found = stepscan.scan([points[i]["value"] for i in kept], direction)
     if found:
         found["index"] = kept[found["index"]]
     return found
+
+
+def _at_better_level(refs: ReferenceSet | None, point: dict[str, Any]) -> Callable[[float], bool]:
+    """Whether a value of *point*'s figure sits at the better of its
+    reference's two levels (nearer it than the worse one); never for a
+    reference of one level."""
+    ref = reference_for(refs, point)
+    m = point["measurement"]
+    entry = refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable,
+                        m.unit) if ref is not None and refs is not None else None
+    gap = gating.level_gap(entry.provenance) if entry is not None else 0.0
+    if not gap or entry is None:
+        return lambda value: False
+    level, direction = entry.value, point["better"]
+    return lambda value: gating.worse_log(value, level, direction) < -gap / 2
