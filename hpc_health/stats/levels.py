@@ -12,8 +12,9 @@ that more runs or more rounds average away.  So when the node switched
 between runs (most runs at one level each) and enough runs saw the worse
 level, the capture makes that level the reference, with its own spread
 (pooled with the better level's when only two runs saw it; a night at the
-better one is no loss); otherwise it says why the figure is weak.  Runs that each mix the levels alike have a steady location of
-their own, and keep it.
+better one is no loss); otherwise it says why the figure is weak.  Runs
+that each mix the levels alike have a steady location of their own, and
+keep it.
 """
 
 from __future__ import annotations
