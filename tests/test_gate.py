@@ -444,3 +444,21 @@ def test_a_ratio_at_its_floor_fails_only_past_the_least_change_its_check_declare
     assert "beyond +50.0 %, the smallest change its check counts (t " in sick.reason
     _, site = judged(1.36, 0.5, tolerance={"IorBandwidth/posix_rank_time_ratio": 0.2})
     assert site.verdict == "DEGRADED" and "the site's tolerance" in site.reason, site.reason
+
+
+def test_the_checks_of_one_benchmark_lend_each_other_their_spreads():
+    """StreamTriadScaling's two Triads alone are too few for a prior; beside
+    StreamBandwidth's four kernels (one memory, one program) they borrow
+    from all six, while each check still counts its own figures for its
+    share of the budget."""
+    rng = np.random.default_rng(11)
+    keys = [("StreamBandwidth", v) for v in ("Copy", "Scale", "Add", "Triad")] + \
+        [("StreamTriadScaling", v) for v in ("triad_1t", "triad_2t")]
+    family = {k: baselines.Baseline(list("abcde"), np.log(40.0) + rng.normal(0, 0.08, 5),
+                                    "higher", benchmark="stream") for k in keys}
+    alone = baselines.capture_family({k: family[k] for k in keys[4:]})
+    assert alone[keys[4]]["prior_df"] is None
+    noise = baselines.capture_family(family, kind=lambda k: k, check=lambda k: k[0])
+    one_thread = noise[("StreamTriadScaling", "triad_1t")]
+    assert one_thread["prior_df"] > 4, one_thread
+    assert one_thread["effective"] <= 2.0 < noise[("StreamBandwidth", "Triad")]["effective"] <= 4.0

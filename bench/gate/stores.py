@@ -89,7 +89,7 @@ def captured(baseline: list[Night], workdir: Path) -> references.ReferenceSet:
             values = (m.partition_fullname, m.environ, *m.params.values())
             entry = found.setdefault((m.test, names, values, m.variable), {
                 "unit": m.unit, "better": m.better, "runs": [], "samples_by_run": [],
-                "busy_by_run": []})
+                "busy_by_run": [], "benchmark": m.benchmark})
             entry["runs"].append(nt.run_id)
             entry["samples_by_run"].append(list(m.samples))
             entry["busy_by_run"].append(0.0)

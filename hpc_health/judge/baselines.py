@@ -41,6 +41,8 @@ class Baseline:
     #: the better level's log figures of its runs, when the worse level's
     #: few runs borrow its spread (:attr:`spread`)
     other_level: tuple = ()
+    #: the benchmark it is a figure of: the figures whose prior it shares
+    benchmark: str = ""
 
     def moves(self) -> tuple[list, np.ndarray]:
         """(run ids, log figures) of every baseline run."""
@@ -70,32 +72,41 @@ class Baseline:
 
 
 def capture_family(figures: Mapping[Any, Baseline],
-                   kind: Callable[[Any], Any] | None = None) -> dict[Any, dict[str, Any]]:
-    """The provenance the gate needs for each figure of one check: its
-    spread and degrees of freedom, the prior it borrows from, and the
-    check's effective number of independent figures (its multiplicity).
+                   kind: Callable[[Any], Any] | None = None,
+                   check: Callable[[Any], Any] | None = None) -> dict[Any, dict[str, Any]]:
+    """The provenance the gate needs for each figure of one benchmark on
+    one partition: its spread and degrees of freedom, the prior it borrows
+    from, and its check's effective number of independent figures (its
+    multiplicity; *check* names a figure's check, default: one check).
 
-    The prior is fitted to the figures of the same *kind* (the variable: a
-    halo time at 1 MiB beside the other 1 MiB times, not beside 8 B ones,
-    whose noise is of another order) when there are :data:`prior.MIN_FIGURES`
-    of that kind, else to the whole check (STREAM's four kernels)."""
+    The prior is fitted to the figures of the same *kind* (the variable of
+    a check: a halo time at 1 MiB beside the other 1 MiB times, not beside
+    8 B ones, whose noise is of another order) when there are
+    :data:`prior.MIN_FIGURES` of that kind, else to the whole benchmark:
+    STREAM's four kernels with every core and its Triad per thread count,
+    one memory measured by one program."""
     groups: dict[Any, dict[Any, Baseline]] = {}
+    checks: dict[Any, dict[Any, Baseline]] = {}
     for k, b in figures.items():
         groups.setdefault(kind(k) if kind else None, {})[k] = b
-    effective = prior.effective_count(_matrix(figures))
+        checks.setdefault(check(k) if check else None, {})[k] = b
     out: dict[Any, dict[str, Any]] = {}
     few = [k for g in groups.values() if len(g) < prior.MIN_FIGURES for k in g]
     if few:
-        # Kinds with too few figures borrow from the whole check.
-        whole = _borrowing(figures, effective)
+        # Kinds with too few figures borrow from the whole benchmark.
+        whole = _borrowing(figures)
         out.update({k: whole[k] for k in few})
     for group in groups.values():
         if len(group) >= prior.MIN_FIGURES:
-            out.update(_borrowing(group, effective))
+            out.update(_borrowing(group))
+    for members in checks.values():
+        effective = prior.effective_count(_matrix(members))
+        for k in members:
+            out[k]["effective"] = effective
     return out
 
 
-def _borrowing(figures: Mapping[Any, Baseline], effective: float) -> dict[Any, dict[str, Any]]:
+def _borrowing(figures: Mapping[Any, Baseline]) -> dict[Any, dict[str, Any]]:
     """Each figure's spread and the prior fitted to *figures*, held to what
     their effective number of independent figures can lend."""
     keys = list(figures)
@@ -109,7 +120,7 @@ def _borrowing(figures: Mapping[Any, Baseline], effective: float) -> dict[Any, d
     for k, var, df in zip(keys, s2, dfs):
         out[k] = {"night_spread": var ** 0.5, "night_df": int(df),
                   "prior_spread": p_var ** 0.5 if p_df > 0 else None,
-                  "prior_df": p_df if p_df > 0 else None, "effective": effective}
+                  "prior_df": p_df if p_df > 0 else None}
     return out
 
 

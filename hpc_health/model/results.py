@@ -10,6 +10,7 @@ import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hpc_health.errors import ConfigError
@@ -51,6 +52,7 @@ class Measurement:
     proof: str = ""               # what the run showed was applied (a forced setting)
     finding: str = ""             # a finding the check names beside the figure
     min_change: float = 0.0       # the smallest change it is a finding at (Figure.min_change)
+    benchmark: str = ""           # the benchmark's file of checks (reframe_checks/<benchmark>.py)
 
     @property
     def partition_fullname(self) -> str:
@@ -213,7 +215,8 @@ def measurements(report: dict[str, Any]) -> list[Measurement]:
                                  else _stopped_said(tc.get("fail_reason"))), params=params,
                     nodes=list(tc.get("job_nodelist") or []),
                     busy=nodeload.note(_mapping(tc.get("node_load"))),
-                    busy_share=nodeload.share(_mapping(tc.get("node_load"))))
+                    busy_share=nodeload.share(_mapping(tc.get("node_load"))),
+                    benchmark=Path(str(tc.get("filename") or "")).stem)
         perf = tc.get("perfvalues") or {}
         errors = _mapping(tc.get("figure_errors"))
         if not perf and not errors:

@@ -14,9 +14,10 @@ kernels rise and fall together from run to run, and four spreads taken from
 the same five runs are one spread seen four times.  The prior's strength is
 therefore held to what the family's *effective* number of independent
 figures can carry (:func:`effective_count`), estimated from the baseline's
-correlations; the same number is the family's size for the multiplicity
-correction, so a family of figures that move together is neither counted
-as many tests nor trusted as many measurements.
+correlations; the same number, counted over one check's figures, is the
+check's size for the multiplicity correction, so figures that move
+together are neither counted as many tests nor trusted as many
+measurements.
 """
 
 from __future__ import annotations

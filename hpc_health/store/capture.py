@@ -3,7 +3,7 @@
 value = the mean of the runs' figures on the log scale (of a figure whose
 samples fall at two levels, of the worse level's: :mod:`hpc_health.stats.levels`),
 frozen until the next capture; noise = the spread of those figures, with the prior it
-borrows from its kind's figures and the check's effective number of
+borrows from its kind's (or benchmark's) figures and the check's effective number of
 independent figures (:func:`hpc_health.judge.baselines.capture_family`), so
 that every run judges it with the nightly gate.  The proposal is printed as
 a diff; the file is written only with ``--write``, atomically, and only
@@ -60,7 +60,8 @@ def collect(run_dirs: Sequence[Path], partition: str | None = None) -> dict[Any,
             key = (m.test, names, values, m.variable)
             entry = found.setdefault(key, {"unit": m.unit, "better": m.better, "runs": [],
                                            "samples_by_run": [], "busy_by_run": [],
-                                           "min_change": m.min_change})
+                                           "min_change": m.min_change,
+                                           "benchmark": m.benchmark})
             entry["runs"].append(run_dir.name)
             entry["samples_by_run"].append(m.samples or [m.value])
             entry["busy_by_run"].append(m.busy_share)
@@ -83,8 +84,8 @@ def propose(found: dict[Any, Any], stack_hashes: Sequence[str | None] = (),
     rounds is too tight for a nightly run with 1).
 
     Each figure's level is the mean of its runs' figures (log scale) and its
-    noise the spread of those figures, shrunk towards its check's other
-    figures (:func:`hpc_health.judge.baselines.capture_family`).  A figure that
+    noise the spread of those figures, shrunk towards its kind's, or its
+    benchmark's, other figures (:func:`hpc_health.judge.baselines.capture_family`).  A figure that
     measures nothing (below its timer's resolution), has one run, or whose
     runs spread so far that the gate could not catch a tenfold change gets
     no reference, with the reason; one whose MDC (a sustained loss caught by
@@ -163,21 +164,24 @@ def _baselines(found: dict[Any, Any]) -> tuple[dict[Any, Any], dict[Any, Any], d
                 other = ()
         nights[key] = baselines.Baseline(run_ids, logs, entry["better"], entry["unit"], resolution,
                                       float(entry.get("min_change") or 0.0), levels, at_level,
-                                      every if at_level else (), other)
+                                      every if at_level else (), other,
+                                      str(entry.get("benchmark") or key[0]))
         provs[key] = prov
     return proposals, nights, provs
 
 
 def _gated(nights: dict[Any, Any], provs: dict[Any, Any], budget: float,
            max_mdc: float, weights: Mapping[str, float] | None) -> dict[Any, Any]:
-    """The proposals of the figures with baseline nights: each check's
-    family fitted together, the budget shared by the gated checks."""
+    """The proposals of the figures with baseline nights: each benchmark's
+    figures on a partition fitted together, the budget shared by the gated
+    checks."""
     families: dict[Any, dict[Any, baselines.Baseline]] = OrderedDict()
     for key, base in nights.items():
-        families.setdefault(gating.family_of(key[0], key[2][0]), OrderedDict())[key] = base
+        families.setdefault((base.benchmark, key[2][0]), OrderedDict())[key] = base
     noise = {}
     for members in families.values():
-        noise.update(baselines.capture_family(members, kind=lambda key: key[3]))
+        noise.update(baselines.capture_family(members, kind=lambda key: (key[0], key[3]),
+                                              check=lambda key: key[0]))
     # A family whose every figure is left out takes no share of the budget,
     # which changes the others' (once is enough: fewer checks only lower the MDCs).
     gated = set(families)
