@@ -125,12 +125,13 @@ def _at_better_level(refs: ReferenceSet | None, point: dict[str, Any]) -> Callab
     """Whether a value of *point*'s figure sits at the better of its
     reference's two levels (nearer it than the worse one); never for a
     reference of one level."""
-    ref = reference_for(refs, point)
+    # reference_for says whether the reference holds for the point (its
+    # hardware, no $xfail); the entry itself holds the levels.
     m = point["measurement"]
     entry = refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable,
-                        m.unit) if ref is not None and refs is not None else None
+                        m.unit) if refs is not None and reference_for(refs, point) else None
     gap = gating.level_gap(entry.provenance) if entry is not None else 0.0
-    if not gap or entry is None:
+    if entry is None or not gap:
         return lambda value: False
     level, direction = entry.value, point["better"]
     return lambda value: gating.worse_log(value, level, direction) < -gap / 2
