@@ -73,6 +73,9 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, re
     for line in capture_lines.diff_lines(old, proposals):
         click.echo(escape.one_line(line))     # names from the stored runs
     click.echo(capture_lines.summary_line(proposals))
+    note = capture_lines.span_note([str(m.get("started") or "") for _, m in chosen])
+    if note:
+        click.echo(note, err=True)
     if not capture.summary(proposals)[0]:
         click.echo("capture: no figure of these runs can be given a reference (reasons above); "
                    "nothing written", err=True)

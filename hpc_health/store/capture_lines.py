@@ -3,6 +3,8 @@ against the reference file, and the summary line under them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from hpc_health.store.capture import summary
@@ -77,3 +79,36 @@ def _when_strong(proposals: dict[Any, Any], weak: int) -> str:
     if len(later) == weak:
         return f": not weak after {span} healthy nights"
     return f": {len(later)} not weak after {span} healthy nights, {weak - len(later)} however many"
+
+
+#: Baseline runs closer together than this are not nights: their spread is
+#: the node's noise within the hours they took.
+NIGHT_SECONDS = 20 * 3600
+
+
+def span_note(starts: Sequence[str]) -> str:
+    """What capture says of baseline runs taken within a night (their
+    ``started`` times): their spread is the noise from run to run, not
+    from night to night, and the gate's promises assume nights (newcomer
+    walks 5, 7 and 8: the guest moved, between runs minutes apart, to
+    states that ten minutes of baseline never saw).  Empty otherwise."""
+    times = sorted(t for t in map(_when, starts) if t is not None)
+    if len(times) < 2:
+        return ""
+    span = (times[-1] - times[0]).total_seconds()
+    if span >= NIGHT_SECONDS:
+        return ""
+    said = f"{span / 60:.0f} minutes" if span < 7200 else f"{span / 3600:.1f} hours"
+    return (f"capture: note: these {len(times)} runs span {said}, not {len(times)} nights: "
+            "their spread is the noise within that time, and a night at a state they never "
+            "saw (another placement of the node's cores, a busy neighbour) fails until the "
+            "nights teach it; a site's baseline is its first nights")
+
+
+def _when(stamp: str) -> datetime | None:
+    """A run's ``started`` (ISO 8601, UTC), or None for one that is not:
+    a note is not worth refusing a capture over."""
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except (AttributeError, ValueError):
+        return None
