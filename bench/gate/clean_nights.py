@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -63,6 +64,36 @@ def judge(root: Path, store: Path, run: str, scratch: Path) -> dict:
                           f"{case.get('name', '').split(' [')[0]}: {failure.get('message')}")
     return {"run": run, "exit": res.returncode, "failed": failed,
             "busy": any(_BUSY in text for text in said)}
+
+
+def as_captured_after(root: Path, store: Path, after: str, scratch: Path) -> Path:
+    """The root to judge with: *root* itself, or, when its references were
+    captured after the first night they judge (a baseline captured again, later,
+    from the walk's runs), a copy whose references are stamped as captured
+    when run *after* finished, as the walk's own capture was.  The gate
+    counts a figure's nights from its capture on: stamped later, no night
+    would feed its spread or the persistence rule."""
+    from hpc_health.store import capture
+    ref = root / "reference" / f"{SITE}.yaml"
+    data = capture.load_raw(ref)
+    nights = nights_after(store, after)
+    runs = store / "runs" / SITE
+    meta = json.loads((runs / after / "run.json").read_text())
+    when = str(meta.get("finished") or meta.get("started") or "")
+    first = str(json.loads((runs / nights[0] / "run.json").read_text()).get("started") or "") \
+        if nights else ""
+    later = [p for paths in (data.get("$provenance") or {}).values() for p in paths.values()
+             if isinstance(p, dict) and str(p.get("captured") or "") > first]
+    if not (when and first and later):
+        return root
+    for prov in later:
+        prov["captured"] = when
+    copy = scratch / "root"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".git", ".venv"), symlinks=True)
+    capture.write(copy / "reference" / f"{SITE}.yaml", data)
+    print(f"{ref}: {len(later)} figures captured after the nights they judge: judged as "
+          f"captured when {after} finished ({when})", file=sys.stderr)
+    return copy
 
 
 def nights_after(store: Path, after: str) -> list[str]:
@@ -122,8 +153,10 @@ def main(argv=None) -> int:
                "code": _code(), "judged": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "nights": []}
     with tempfile.TemporaryDirectory(prefix="hpc-health-clean-nights-") as tmp:
+        root = as_captured_after(args.root.resolve(), args.store.resolve(), args.after,
+                                 Path(tmp))
         for i, run in enumerate(runs, 1):
-            night = judge(args.root.resolve(), args.store.resolve(), run, Path(tmp))
+            night = judge(root, args.store.resolve(), run, Path(tmp))
             results["nights"].append(night)
             print(f"night {i}/{len(runs)} {run}: exit {night['exit']}"
                   f"{' (busy)' if night['busy'] else ''}, {len(night['failed'])} failing",

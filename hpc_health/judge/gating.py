@@ -52,8 +52,9 @@ class Noise:
 
 
 def family_of(test: str, partition: str) -> tuple[str, str]:
-    """The figures that share a prior and a share of the budget: one check
-    on one partition."""
+    """The figures that split one share of the budget: one check on one
+    partition (the prior they borrow from may reach across their
+    benchmark's checks: :func:`hpc_health.judge.baselines.capture_family`)."""
     return (test, partition)
 
 
