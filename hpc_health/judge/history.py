@@ -50,21 +50,34 @@ def is_busy(point: dict[str, Any]) -> bool:
     return BUSY in (getattr(point["measurement"], "verdict_reason", "") or "")
 
 
-def reference_for(refs: ReferenceSet | None, point: dict[str, Any]) -> stats.Reference | None:
-    """The stored reference of a series point as drift detection uses it
-    (value as the healthy level, its recorded noise as the yardstick), or
-    None: no reference file or entry, a known issue (``$xfail``: the level is
-    known not to hold), or a reference measured on other hardware than the
-    point's run (its level says nothing about this machine)."""
+def _entry(refs: ReferenceSet | None, point: dict[str, Any]) -> Any:
+    """The stored reference entry of a series point, or None: no reference
+    file or entry, or one measured on other hardware than the point's run
+    (its level says nothing about this machine)."""
     if refs is None:
         return None
     m = point["measurement"]
     measured_on = refs.hardware.get(m.partition_fullname)
     if measured_on and not hardware.same(measured_on, point.get("hardware")):
         return None
-    r = refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable, m.unit)
-    if r is None or r.xfail:
+    return refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable, m.unit)
+
+
+def _holding(refs: ReferenceSet | None, point: dict[str, Any]) -> Any:
+    """The point's entry (:func:`_entry`) unless it is a known issue
+    (``$xfail``: the level is known not to hold)."""
+    r = _entry(refs, point)
+    return None if r is None or r.xfail else r
+
+
+def reference_for(refs: ReferenceSet | None, point: dict[str, Any]) -> stats.Reference | None:
+    """The stored reference of a series point as drift detection uses it
+    (value as the healthy level, its recorded noise as the yardstick), or
+    None where no entry holds for it (:func:`_holding`)."""
+    r = _holding(refs, point)
+    if r is None:
         return None
+    m = point["measurement"]
     # The noise fields travel in the provenance, as for the nightly verdict.
     return verdicts.stats_reference(
         dataclasses.replace(m, ref=r.value, lower=r.lower, upper=r.upper, unit=r.unit or m.unit),
@@ -77,13 +90,9 @@ def reference_start(refs: ReferenceSet | None, points: Sequence[dict[str, Any]])
     the first run started after it was captured.  A step before a reference
     was re-captured is the level that reference adopted, not a drift from
     it.  0 without a reference, or with one measured on other hardware."""
-    if refs is None or not points:
+    if not points:
         return 0
-    m = points[-1]["measurement"]
-    measured_on = refs.hardware.get(m.partition_fullname)
-    if measured_on and not hardware.same(measured_on, points[-1].get("hardware")):
-        return 0
-    entry = refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable, m.unit)
+    entry = _entry(refs, points[-1])
     prov = entry.provenance if entry is not None else {}
     baseline = set(prov.get("runs") or ())
     for i, p in enumerate(points):
@@ -125,11 +134,7 @@ def _at_better_level(refs: ReferenceSet | None, point: dict[str, Any]) -> Callab
     """Whether a value of *point*'s figure sits at the better of its
     reference's two levels (nearer it than the worse one); never for a
     reference of one level."""
-    # reference_for says whether the reference holds for the point (its
-    # hardware, no $xfail); the entry itself holds the levels.
-    m = point["measurement"]
-    entry = refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable,
-                        m.unit) if refs is not None and reference_for(refs, point) else None
+    entry = _holding(refs, point)
     gap = gating.level_gap(entry.provenance) if entry is not None else 0.0
     if entry is None or not gap:
         return lambda value: False
