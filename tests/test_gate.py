@@ -276,7 +276,7 @@ def _captured_and_tonight(tmp_path, tolerance=None, max_mdc=None, weights=None):
     proposals = capture.propose(found, **({"max_mdc": max_mdc} if max_mdc else {}),
                                 weights=weights)
     tmp_path.mkdir(parents=True, exist_ok=True)
-    capture.write(tmp_path / "local.yaml", capture.merge({}, proposals))
+    references.write(tmp_path / "local.yaml", references.merge({}, proposals))
     refs = references.load(tmp_path / "local.yaml")
     report = {"runs": [{"testcases": [case("StreamTriadScaling", "triad", triad[20] * 0.5, "MB/s"),
                                       case("OsuPointToPoint", "latency_4KiB", lat[20], "us")]}]}
@@ -419,7 +419,7 @@ def test_a_ratio_at_its_floor_fails_only_past_the_least_change_its_check_declare
         proposals = capture.propose(found)
         where = tmp_path / f"{least}-{tonight}-{bool(tolerance)}"
         where.mkdir()
-        capture.write(where / "local.yaml", capture.merge({}, proposals))
+        references.write(where / "local.yaml", references.merge({}, proposals))
         tc = case("IorBandwidth", "posix_rank_time_ratio", tonight, "ratio",
                   params={"mode": "posix_shared"}, better="lower")
         tc["figure_min_change"] = {"posix_rank_time_ratio": least} if least else {}

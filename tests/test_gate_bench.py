@@ -97,7 +97,7 @@ def test_a_baseline_captured_again_later_is_judged_as_captured_after_its_runs(tm
     night it judges: the gate would count none of them (no learning, no
     persistence), so the bench judges a copy stamped when the last baseline
     run finished."""
-    from hpc_health.store import capture
+    from hpc_health.store import references
     root, store = tmp_path / "root", tmp_path / "store"
     after = store / "runs" / "local" / "20261129T012553Z"
     after.mkdir(parents=True)
@@ -109,15 +109,16 @@ def test_a_baseline_captured_again_later_is_judged_as_captured_after_its_runs(tm
         "gnu-mpi": {"Triad": [46905.0, -0.1, 0.7, "MB/s"]}}},
         "$provenance": {"StreamBandwidth": {"local:default/gnu-mpi/Triad": {
             "captured": "2026-11-29T02:18:00Z", "runs": ["a", "b"]}}}}
-    capture.write(root / "reference" / "local.yaml", ref)
+    references.write(root / "reference" / "local.yaml", ref)
     (root / "site_configs").mkdir()
     judged = clean_nights.as_captured_after(root, store, after.name, tmp_path / "scratch")
     assert judged != root and (judged / "site_configs").is_dir()
-    prov = capture.load_raw(judged / "reference" / "local.yaml")["$provenance"]
+    prov = references.load_raw(judged / "reference" / "local.yaml")["$provenance"]
     assert prov["StreamBandwidth"]["local:default/gnu-mpi/Triad"]["captured"] == \
         "2026-11-29T01:27:47Z"
     # The walk's own capture, stamped after its fifth run: judged as it is.
     ref["$provenance"]["StreamBandwidth"]["local:default/gnu-mpi/Triad"]["captured"] = \
         "2026-11-29T01:28:00Z"
-    capture.write(root / "reference" / "local.yaml", ref)
+    references.write(root / "reference" / "local.yaml", ref)
     assert clean_nights.as_captured_after(root, store, after.name, tmp_path / "s2") == root
+

@@ -73,9 +73,9 @@ def as_captured_after(root: Path, store: Path, after: str, scratch: Path) -> Pat
     when run *after* finished, as the walk's own capture was.  The gate
     counts a figure's nights from its capture on: stamped later, no night
     would feed its spread or the persistence rule."""
-    from hpc_health.store import capture
+    from hpc_health.store import references
     ref = root / "reference" / f"{SITE}.yaml"
-    data = capture.load_raw(ref)
+    data = references.load_raw(ref)
     nights = nights_after(store, after)
     runs = store / "runs" / SITE
     meta = json.loads((runs / after / "run.json").read_text())
@@ -90,7 +90,7 @@ def as_captured_after(root: Path, store: Path, after: str, scratch: Path) -> Pat
         prov["captured"] = when
     copy = scratch / "root"
     shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".git", ".venv"), symlinks=True)
-    capture.write(copy / "reference" / f"{SITE}.yaml", data)
+    references.write(copy / "reference" / f"{SITE}.yaml", data)
     print(f"{ref}: {len(later)} figures captured after the nights they judge: judged as "
           f"captured when {after} finished ({when})", file=sys.stderr)
     return copy

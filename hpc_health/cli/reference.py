@@ -39,7 +39,7 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, re
     import io
 
     from hpc_health.run import preflight, session
-    from hpc_health.store import capture, capture_lines, rundirs
+    from hpc_health.store import capture, capture_lines, references, rundirs
     s, old = preflight.validate(site, partition)
     if bool(nruns) == bool(from_runs):
         raise click.UsageError("give either --runs N or --from RUN ...")
@@ -81,9 +81,9 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, re
                    "nothing written", err=True)
         raise SystemExit(1)
     if write:
-        data = capture.merge(capture.load_raw(s.reference_file), proposals,
+        data = references.merge(references.load_raw(s.reference_file), proposals,
                              capture.hardware_of([m for _, m in chosen], partition))
-        capture.write(s.reference_file, data)
+        references.write(s.reference_file, data)
         click.echo(f"wrote {s.reference_file}")
     else:
         click.echo("(not written: add --write)")

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from hpc_health import paths
 from hpc_health.model import results
 from hpc_health.site import hardware
-from hpc_health.store import capture, rundirs
+from hpc_health.store import capture, references, rundirs
 
 if TYPE_CHECKING:
     from hpc_health.model.references import ReferenceSet
@@ -132,7 +132,7 @@ def has_reference(refs: ReferenceSet | None, case: Case) -> bool:
     if any(k.startswith(prefix) for k in refs.provenance.get(test, {})):
         return True
     entry = refs.tests.get(test)
-    # Captured files index by partition first (capture.merge writes them so).
+    # Captured files index by partition first (references.merge writes them so).
     return entry is not None and partition in entry[1]
 
 
@@ -185,7 +185,7 @@ def adopt(site: Site, base: Baseline) -> tuple[Path, dict[Any, Any]]:
                                 site.settings.get("false_alarm_budget")
                                 or capture.FALSE_ALARM_BUDGET, site.settings.get("budget_weights"))
     if capture.summary(proposals)[0]:
-        data = capture.merge(capture.load_raw(site.reference_file), proposals,
+        data = references.merge(references.load_raw(site.reference_file), proposals,
                              capture.hardware_of([m for _, m in chosen]))
-        capture.write(site.reference_file, data)
+        references.write(site.reference_file, data)
     return site.reference_file, proposals

@@ -13,7 +13,6 @@ after the new content has been validated by the same loader every run uses.
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -21,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from hpc_health import stats
 from hpc_health.errors import ConfigError
@@ -348,87 +346,12 @@ def hardware_of(metas: Sequence[dict[str, Any]],
     return found
 
 
-def merge(data: dict[str, Any], proposals: dict[Any, Any],
-          measured_on: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Apply proposals to the parsed reference document *data* (in place),
-    with the hardware each partition's runs were measured on."""
-    if measured_on:
-        data.setdefault(references.HARDWARE_KEY, {}).update(measured_on)
-    prov_root = data.setdefault(references.PROVENANCE_KEY, {})
-    for (test, names, values, var), prop in proposals.items():
-        path = "/".join(str(v) for v in values) + "/" + var
-        if "no_reference" in prop:
-            if _leaf(data.get(test), values, var) is None:
-                # Said in every run's table instead of "no reference".
-                prov_root.setdefault(test, {})[path] = {
-                    **prop["provenance"], "no_reference": prop["no_reference"]}
-            continue
-        if "leaf" not in prop:
-            continue
-        section = data.setdefault(test, {})
-        if section.get("$index") not in (None, list(names)):
-            # A different index means a different shape: start that test anew
-            # rather than mixing two layouts ReFrame would misread.
-            section.clear()
-            prov_root.pop(test, None)
-        section["$index"] = list(names)
-        node = section
-        for v in values:
-            node = node.setdefault(v, {})
-        node[var] = prop["leaf"]
-        prov_root.setdefault(test, {})[path] = prop["provenance"]
-    if not prov_root:
-        data.pop(references.PROVENANCE_KEY)
-    # Tests first for people; what they were measured on and how, last.
-    for key in (references.HARDWARE_KEY, references.PROVENANCE_KEY):
-        moved = data.pop(key, None)
-        if moved is not None:
-            data[key] = moved
-    return data
-
-
-def _leaf(section, values, var):
-    node = section
-    for v in values:
-        if not isinstance(node, dict) or v not in node:
-            return None
-        node = node[v]
-    return node.get(var) if isinstance(node, dict) else None
-
-
 def summary(proposals: dict[Any, Any]) -> tuple[int, int, int]:
     """(references proposed, weak among them, figures left out) of a proposal."""
     made = [p for p in proposals.values() if "leaf" in p]
     weak = sum("weak" in p["provenance"] for p in made)
     left = sum("leaf" not in p for p in proposals.values())
     return len(made), weak, left
-
-
-def write(path: Path, data: dict[str, Any]) -> None:
-    """Validate, then replace atomically; the old file survives any error."""
-    text = ("# References of this site, captured by `hpc-health reference capture`.\n"
-            "# ReFrame 4.10's external reference format, with both bounds: the checks hand\n"
-            "# ReFrame the worse one.  $hardware and $provenance are hpc-health's.\n"
-            + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100))
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as fp:
-        fp.write(text)
-        fp.flush()
-        os.fsync(fp.fileno())
-    try:
-        references.load(tmp)
-    except ConfigError:
-        os.unlink(tmp)
-        raise
-    os.replace(tmp, path)
-
-
-def load_raw(path: Path) -> dict[str, Any]:
-    if not os.path.exists(path):
-        return {}
-    with open(path) as fp:
-        return yaml.safe_load(fp) or {}
 
 
 def stored_runs(site: str, texts: Sequence[str]) -> list[tuple[Path, dict[str, Any]]]:
