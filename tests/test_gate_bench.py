@@ -122,3 +122,21 @@ def test_a_baseline_captured_again_later_is_judged_as_captured_after_its_runs(tm
     references.write(root / "reference" / "local.yaml", ref)
     assert clean_nights.as_captured_after(root, store, after.name, tmp_path / "s2") == root
 
+
+def test_a_stores_per_core_triad_moves_with_its_triad_as_on_the_machine():
+    """STREAM's per-core Triad is its Triad divided by the thread count:
+    drawn apart, the bench's stores had two independent figures where the
+    machine has one, and the capture's prior and budget counted both."""
+    import random
+
+    from bench.gate import stores
+    from hpc_health.model.results import Measurement
+    tpl = [Measurement(test="StreamTriadScaling", check="StreamTriadScaling", system="local",
+                       partition="default", environ="gnu-mpi", variable=var, value=v,
+                       unit="MB/s", better="higher", samples=[v] * 3, result="pass")
+           for var, v in (("triad_1t", 38000.0), ("triad_per_core_1t", 38000.0),
+                          ("triad_2t", 47000.0), ("triad_per_core_2t", 23500.0))]
+    by = {m.variable: m.value for m in stores.night(tpl, 0, 0.1, random.Random(5)).measurements}
+    assert by["triad_per_core_1t"] == by["triad_1t"]
+    assert abs(by["triad_per_core_2t"] * 2 - by["triad_2t"]) < 1e-6
+    assert by["triad_1t"] / 38000.0 != by["triad_2t"] / 47000.0

@@ -21,7 +21,7 @@ import copy
 import math
 import random
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpc_health.judge import confirm, nights, verdicts
@@ -46,6 +46,14 @@ def is_stream_bandwidth(m: results.Measurement) -> bool:
     return m.test in STREAM and m.better == "higher"
 
 
+def source_of(m: results.Measurement) -> tuple:
+    """The measurement a figure is computed from: STREAM's per-core Triad is
+    its Triad divided by the thread count, so it moves with it exactly, as
+    on the machine; drawn apart, the two would count as two independent
+    figures in the capture's prior and budget."""
+    return (m.test, tuple(sorted(m.params.items())), m.variable.replace("_per_core", ""))
+
+
 @dataclass
 class Night:
     measurements: list
@@ -65,10 +73,14 @@ def night(tpl: list[results.Measurement], n: int, spread: float, rng: random.Ran
     # and so would every draw after it.
     common = common or {t: rng.gauss(0.0, spread / math.sqrt(2))
                         for t in sorted({m.test for m in tpl})}
+    own: dict = {}
     out = []
     for m in tpl:
         x = copy.copy(m)
-        worse = math.exp(common[m.test] + rng.gauss(0.0, spread / math.sqrt(2)))
+        key = source_of(m)
+        if key not in own:
+            own[key] = rng.gauss(0.0, spread / math.sqrt(2))
+        worse = math.exp(common[m.test] + own[key])
         if loss and lossy(m):
             worse *= 1.0 / (1.0 - loss) if m.better == "higher" else 1.0 + loss
         factor = 1.0 / worse if m.better == "higher" else worse
@@ -102,7 +114,7 @@ def captured(baseline: list[Night], workdir: Path) -> references.ReferenceSet:
         if "captured" in (prop.get("provenance") or {}):
             prop["provenance"]["captured"] = baseline[-1].started
     path = workdir / "local.yaml"
-    capture.write(path, capture.merge({}, proposals))
+    references.write(path, references.merge({}, proposals))
     return references.load(path)
 
 
@@ -134,6 +146,8 @@ class Trial:
     references: int
     weak: int
     false_before_retest: int = 0      # clean nights that failed before their retest
+    #: each STREAM bandwidth's first faulty night DEGRADED (1-based), None if never
+    caught: dict = field(default_factory=dict)
 
 
 def trial(tpl, seed: int, spread: float, loss: float, clean: int, faulty: int,
@@ -156,16 +170,18 @@ def trial(tpl, seed: int, spread: float, loss: float, clean: int, faulty: int,
         false += any(v.verdict in verdicts.FAILING for v in vs)
         false_first += first
         n += 1
-    stream_on = triad_on = None
+    caught: dict = {}
     for k in range(1, faulty + 1):
         vs, _ = tonight(loss)
         n += 1
-        bad = [v for v in vs if v.verdict == "DEGRADED" and is_stream_bandwidth(v.measurement)]
-        if bad and stream_on is None:
-            stream_on = k
-        if triad_on is None and any(v.measurement.test == "StreamBandwidth"
-                                    and v.measurement.variable == "Triad" for v in bad):
-            triad_on = k
+        for v in vs:
+            if is_stream_bandwidth(v.measurement):
+                name = f"{v.measurement.test} {v.measurement.variable}"
+                if caught.get(name) is None:
+                    caught[name] = k if v.verdict == "DEGRADED" else None
+    on = [k for k in caught.values() if k is not None]
+    stream_on = min(on) if on else None
+    triad_on = caught.get("StreamBandwidth Triad")
     gated = [p for t in refs.provenance.values() for p in t.values() if "night_spread" in p]
     return Trial(stream_on, triad_on, false, clean, len(gated),
-                 sum("weak" in p for p in gated), false_first)
+                 sum("weak" in p for p in gated), false_first, caught)
