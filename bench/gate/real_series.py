@@ -69,8 +69,12 @@ def drift_clean() -> list[Series]:
 
 
 def judge_series(s: Series, checks: int, effective: float, budget: float,
-                 start: int) -> tuple[int, int]:
-    """(failing nights, nights judged) after the baseline at *start*."""
+                 start: int) -> tuple[int, int, int]:
+    """(failing nights, failing before their retest, nights judged) after
+    the baseline at *start*.  A one-night failure is retested as a run
+    retests it (:mod:`hpc_health.judge.confirm`), by the series' next run:
+    its runs are seconds to minutes apart, as a retest is from its night.
+    The last run's failure has no retest, and stands."""
     logs = np.log(np.asarray(s.values[start:start + BASELINE], dtype=float))
     base = baselines.Baseline([f"r{k}" for k in range(BASELINE)], logs, s.direction)
     prov = dict(baselines.capture_family({"f": base})["f"])
@@ -79,15 +83,22 @@ def judge_series(s: Series, checks: int, effective: float, budget: float,
     prov["runs"] = BASELINE
     ref = float(np.exp(np.mean(logs)))
     past: list[nights.Night] = []
-    failed = judged = 0
-    for k, v in enumerate(s.values[start + BASELINE:]):
+    failed = first = judged = 0
+    later = s.values[start + BASELINE:]
+    for k, v in enumerate(later):
         night = gating.judge_night(v, ref, s.direction, prov, past, checks, budget)
         assert night is not None
+        bad = night.verdict == "DEGRADED"
+        first += bad
+        if bad and not night.tag and k + 1 < len(later):
+            again = gating.judge_night(later[k + 1], ref, s.direction, prov, past, checks, budget)
+            assert again is not None
+            bad = again.verdict == "DEGRADED" and not gating.retest_shrank(
+                night.deviation, again.deviation, s.direction, night.retest_shrink)
         judged += 1
-        failed += night.verdict == "DEGRADED"
-        past.append(nights.Night(str(k), str(k), v, healthy=True, counts=True,
-                                 failed=night.verdict == "DEGRADED"))
-    return failed, judged
+        failed += bad
+        past.append(nights.Night(str(k), str(k), v, healthy=True, counts=True, failed=bad))
+    return failed, first, judged
 
 
 def false_alarms(checks: int, effective: float, budget: float = gate.FALSE_ALARM_BUDGET,
@@ -98,14 +109,15 @@ def false_alarms(checks: int, effective: float, budget: float = gate.FALSE_ALARM
     allotted = lv.one_night + lv.persist
     rows = []
     for s in recorded() + drift_clean():
-        failed = judged = 0
+        failed = first = judged = 0
         # A long series: every start would judge its nights hundreds of
         # times over; 40 starts spread along it see all of them.
         step = max(stride, (len(s.values) - BASELINE) // 40)
         for start in range(0, len(s.values) - BASELINE - 1, step):
-            f, j = judge_series(s, checks, effective, budget, start)
-            failed, judged = failed + f, judged + j
+            f, f1, j = judge_series(s, checks, effective, budget, start)
+            failed, first, judged = failed + f, first + f1, judged + j
         rows.append({"series": s.name, "spacing": s.spacing, "figure_nights": judged,
-                     "failing": failed, "rate": failed / judged if judged else 0.0,
+                     "failing": failed, "before_retest": first,
+                     "rate": failed / judged if judged else 0.0,
                      "allotted": allotted})
     return rows
