@@ -86,3 +86,28 @@ def test_a_reference_measured_on_other_hardware_does_not_cut_the_series(tmp_path
                      **{"$hardware": {"local:default": {"cpu": "Other CPU", "cpus": 128}}})
     res = _history(root)
     assert res.returncode == 1 and "DEGRADED since run 2026111" in res.stdout, res.stdout
+
+
+def test_a_step_inside_the_baseline_is_not_a_drift_from_the_reference_it_made(tmp_path):
+    """Walk 9's first night after its capture: four halo times DRIFTING
+    "since" the fourth baseline run (three runs low, two high, the night
+    after high).  The capture took those levels as the figure's noise; a
+    drift begins after it, and one found there still is."""
+    nights = QUIET[:3] + [v * 0.7 for v in QUIET[3:6]]
+    runs = [_run_id(n) for n in range(5)]
+    ref = stats.propose_reference([[v] for v in nights[:5]], "MB/s", stats.HIGHER)
+    root = make_root(tmp_path, references=False)
+    _store_nights(root, nights)
+    _write_reference(root, ref, runs=runs)
+    res = _history(root)
+    assert res.returncode == 0 and "no sustained step" in res.stdout, res.stdout + res.stderr
+    without = make_root(tmp_path / "without", references=False)
+    _store_nights(without, nights)
+    assert _history(without).returncode == 1
+
+    root = make_root(tmp_path / "later", references=False)
+    _store_nights(root, STEPPED)
+    ref = stats.propose_reference([[v] for v in STEPPED[:5]], "MB/s", stats.HIGHER)
+    _write_reference(root, ref, runs=runs)
+    res = _history(root)
+    assert res.returncode == 1 and "DEGRADED since run 2026111" in res.stdout, res.stdout

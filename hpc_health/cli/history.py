@@ -82,6 +82,17 @@ def _degraded(run, started, step, better=None):
             f"sustained over {step['nights']} run(s)")
 
 
+def _looked_for(pts, start, after):
+    if start >= len(pts):
+        return "  no run since its reference was captured"
+    if not after:
+        return "  steps looked for over all its runs"
+    since = (f"run {escape.one_line(pts[after]['run'])} on" if after < len(pts)
+             else "none yet")
+    return (f"  steps looked for from run {escape.one_line(pts[start]['run'])}, where its "
+            f"reference's baseline begins, starting after its capture ({since})")
+
+
 def _history_of(v, points, refs):
     from hpc_health.judge import history as hist
     worst = 0
@@ -90,12 +101,9 @@ def _history_of(v, points, refs):
         by_check.setdefault((p["check"], p["partition"]), []).append(p)
     for (name, part), pts in by_check.items():
         step = hist.drift(pts, refs)
-        start = hist.reference_start(refs, pts)
+        start, after = hist.capture_bounds(refs, pts)
         click.echo(escape.one_line(f"{name} {v} on {part}"))
-        click.echo(f"  steps looked for from run {escape.one_line(pts[start]['run'])}, where "
-                   "its reference's baseline begins" if 0 < start < len(pts) else
-                   "  no run since its reference was captured" if start else
-                   "  steps looked for over all its runs")
+        click.echo(_looked_for(pts, start, after))
         for i, p in enumerate(pts):
             click.echo(escape.one_line(f"  {i:3d}  {p['run']}  {p['started']}  {p['value']:.4g} "
                                        f"{p['unit']}  stack {p['stack'] or '-'}"))

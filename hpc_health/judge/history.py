@@ -50,16 +50,21 @@ def is_busy(point: dict[str, Any]) -> bool:
     return BUSY in (getattr(point["measurement"], "verdict_reason", "") or "")
 
 
+def _speaks_for(refs: ReferenceSet | None, point: dict[str, Any]) -> bool:
+    """Whether the reference file speaks for the point's hardware (a
+    reference measured on other hardware says nothing about this machine)."""
+    if refs is None:
+        return False
+    measured_on = refs.hardware.get(point["measurement"].partition_fullname)
+    return not measured_on or hardware.same(measured_on, point.get("hardware"))
+
+
 def _entry(refs: ReferenceSet | None, point: dict[str, Any]) -> Any:
     """The stored reference entry of a series point, or None: no reference
-    file or entry, or one measured on other hardware than the point's run
-    (its level says nothing about this machine)."""
-    if refs is None:
+    file or entry, or one measured on other hardware than the point's run."""
+    if refs is None or not _speaks_for(refs, point):
         return None
     m = point["measurement"]
-    measured_on = refs.hardware.get(m.partition_fullname)
-    if measured_on and not hardware.same(measured_on, point.get("hardware")):
-        return None
     return refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable, m.unit)
 
 
@@ -84,31 +89,48 @@ def reference_for(refs: ReferenceSet | None, point: dict[str, Any]) -> stats.Ref
         r.provenance)
 
 
-def reference_start(refs: ReferenceSet | None, points: Sequence[dict[str, Any]]) -> int:
-    """Index of the first of *points* (one figure, oldest first) that its
-    stored reference speaks for: the reference's first baseline run, else
-    the first run started after it was captured.  A step before a reference
-    was re-captured is the level that reference adopted, not a drift from
-    it.  0 without a reference, or with one measured on other hardware."""
+def _capture_of(refs: ReferenceSet | None, point: dict[str, Any]) -> dict[str, Any]:
+    """The provenance of the capture that speaks for the point's figure: its
+    reference's, or, for a figure the capture left out, the left-out entry's
+    (the same runs were looked at); {} without one, or on other hardware."""
+    entry = _entry(refs, point)
+    if entry is not None:
+        return entry.provenance
+    return verdicts.captured_provenance(point["measurement"], refs) \
+        if _speaks_for(refs, point) else {}
+
+
+def capture_bounds(refs: ReferenceSet | None,
+                   points: Sequence[dict[str, Any]]) -> tuple[int, int]:
+    """(index of the first baseline run, index of the first night after the
+    capture) in *points* (one figure, oldest first); without a baseline run
+    among them, both are the first night after the capture; (0, 0) without a
+    capture that speaks for them (none, or one of other hardware).
+
+    Steps are looked for from the first: a step before a reference was
+    re-captured is the level that reference adopted, not a drift from it.
+    They begin at the second or later: the baseline's own levels, however
+    they fell, are what the capture took as the figure's noise."""
     if not points:
-        return 0
-    entry = _entry(refs, points[-1])
-    prov = entry.provenance if entry is not None else {}
+        return 0, 0
+    prov = _capture_of(refs, points[-1])
     baseline = set(prov.get("runs") or ())
-    for i, p in enumerate(points):
-        if p["run"] in baseline:
-            return i
-    captured = prov.get("captured")
-    if not captured:
-        return 0
-    return next((i for i, p in enumerate(points) if p["started"] >= captured), len(points))
+    captured = str(prov.get("captured") or "")
+    if not baseline and not captured:
+        return 0, 0
+    first = next((i for i, p in enumerate(points) if p["run"] in baseline), None)
+    after = next((i for i, p in enumerate(points)
+                  if p["run"] not in baseline and p["started"] >= captured
+                  and (first is None or i > first)), len(points))
+    return (after if first is None else first), after
 
 
 def drift(points: Sequence[dict[str, Any]],
           refs: ReferenceSet | None = None) -> dict[str, Any] | None:
     """The sustained step to worse in one check's series, or None: the
     nightly test (:func:`hpc_health.stats.stepscan.scan`) over the points
-    since their reference's baseline (:func:`reference_start`).  ``index`` in
+    since their reference's baseline, beginning after its capture
+    (:func:`capture_bounds`).  ``index`` in
     the answer is into *points*."""
     if not points:
         return None
@@ -122,9 +144,15 @@ def drift(points: Sequence[dict[str, Any]],
     # (the gate's view): the step is looked for in the worse level's nights,
     # so a node that stays a week in its other state is not DRIFTING.
     better = _at_better_level(refs, points[-1])
-    kept = [i for i in range(reference_start(refs, points), len(points))
+    start, after = capture_bounds(refs, points)
+    kept = [i for i in range(start, len(points))
             if not is_busy(points[i]) and not better(points[i]["value"])]
-    found = stepscan.scan([points[i]["value"] for i in kept], direction)
+    # A step begins after the capture: its baseline's levels, however they
+    # fell (three runs low, two high), are what the reference took as the
+    # figure's noise; a step inside them that the first night continues is
+    # not a drift from it.
+    found = stepscan.scan([points[i]["value"] for i in kept], direction,
+                          earliest=sum(i < after for i in kept))
     if found:
         found["index"] = kept[found["index"]]
     return found

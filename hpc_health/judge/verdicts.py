@@ -130,13 +130,20 @@ def _reference(m, refs, run_hardware):
 _NONE = "no reference for this figure"
 
 
-def _left_out(m: Measurement, refs: ReferenceSet | None) -> str:
-    """The reference file's reason for leaving this figure out, or ''."""
+def captured_provenance(m: Measurement, refs: ReferenceSet | None) -> dict:
+    """What the reference file says of this figure's capture, by the path
+    ``reference capture`` writes it at: a reference's provenance, or a
+    left-out figure's (its runs, and why it was left out); {} if none."""
     if refs is None:
-        return ""
+        return {}
     path = "/".join(str(v) for v in (m.partition_fullname, m.environ, *m.params.values(),
                                       m.variable))
-    return (refs.provenance.get(m.test, {}).get(path) or {}).get("no_reference", "")
+    return refs.provenance.get(m.test, {}).get(path) or {}
+
+
+def _left_out(m: Measurement, refs: ReferenceSet | None) -> str:
+    """The reference file's reason for leaving this figure out, or ''."""
+    return captured_provenance(m, refs).get("no_reference", "")
 
 
 def _short(reason: str) -> str:

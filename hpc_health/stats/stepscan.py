@@ -72,10 +72,11 @@ def worse_log(values: Sequence[float], direction: str) -> tuple[np.ndarray, np.n
     return sign * np.log(x[keep]), keep
 
 
-def statistics(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def statistics(y: np.ndarray, earliest: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For series *y* (last axis: nights, worse is positive): the scan
     statistic, the split it was found at (the first night of "since") and the
-    nightly spread at that split.  One series or a batch of equal length.
+    nightly spread at that split, over the splits from *earliest* on.  One
+    series or a batch of equal length.
 
     At each split the statistic is Student's t of the two sides'
     means, with the spread pooled around each side's own mean (so the step
@@ -85,7 +86,7 @@ def statistics(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     :func:`scan`'s medians instead."""
     y = np.asarray(y, dtype=float)
     n = y.shape[-1]
-    c = np.arange(MIN_SIDE, n - MIN_SIDE + 1)
+    c = np.arange(max(MIN_SIDE, earliest), n - MIN_SIDE + 1)
     csum, csq = np.cumsum(y, axis=-1), np.cumsum(y * y, axis=-1)
     head = csum[..., c - 1]
     before, since = head / c, (csum[..., -1:] - head) / (n - c)
@@ -141,8 +142,9 @@ def own_threshold(y: np.ndarray, split: int, resamples: int = RESAMPLES) -> floa
 
 
 def scan(values: Sequence[float], direction: str, *,
-         min_change: float = BOUND_FLOOR) -> dict | None:
-    """The night since which the series has stayed worse, or None.
+         min_change: float = BOUND_FLOOR, earliest: int = 0) -> dict | None:
+    """The night since which the series has stayed worse, or None; that
+    night is *earliest* or later (an index into *values*).
 
     *values*: one figure per night (the night's median), oldest first.  A
     step is reported when the scan statistic is above the normal noise's
@@ -159,9 +161,10 @@ def scan(values: Sequence[float], direction: str, *,
     if direction not in (HIGHER, LOWER):
         raise ValueError(f"direction must be {HIGHER!r} or {LOWER!r}, not {direction!r}")
     y, idx = worse_log(values, direction)
-    if y.size < 2 * MIN_SIDE:
+    first = int(np.searchsorted(idx, earliest))
+    if y.size < 2 * MIN_SIDE or y.size - max(first, MIN_SIDE) < MIN_SIDE:
         return None
-    t_arr, c_arr, s_arr = statistics(y)
+    t_arr, c_arr, s_arr = statistics(y, first)
     t, c, sigma = float(t_arr), int(c_arr), float(s_arr)
     floor = normal_limit(y.size)
     if t <= floor:
