@@ -462,3 +462,29 @@ def test_the_checks_of_one_benchmark_lend_each_other_their_spreads():
     one_thread = noise[("StreamTriadScaling", "triad_1t")]
     assert one_thread["prior_df"] > 4, one_thread
     assert one_thread["effective"] <= 2.0 < noise[("StreamBandwidth", "Triad")]["effective"] <= 4.0
+
+
+def test_a_change_of_one_printed_step_never_fails(tmp_path):
+    """Walk 9's last clean run: OSU's MPI_Put latency at 8 B printed 0.07 us
+    in all fifteen baseline samples, then 0.08 us on its night and on its
+    retest: +14.3 % against bounds of 3 %, DEGRADED.  One step of the
+    printed decimals is rounding; the gate needs one and a half."""
+    from hpc_health.store import capture, references
+    key = ("OsuPutLatency", ("$partition", "$environ"), ("local:default", "gnu-mpi"),
+           "put_latency_8B")
+    found = {key: {"unit": "us", "better": "lower", "runs": [f"r{k}" for k in range(5)],
+                   "samples_by_run": [[0.07] * 3] * 5, "busy_by_run": [0] * 5}}
+    proposals = capture.propose(found)
+    references.write(tmp_path / "local.yaml", references.merge({}, proposals))
+    ref = references.load(tmp_path / "local.yaml").lookup(
+        "OsuPutLatency", "local:default", "gnu-mpi", {}, "put_latency_8B")
+    assert ref.provenance["resolution"] == pytest.approx(1 / 7, rel=1e-3)
+    assert ref.upper > 0.2 and ref.provenance["mdc"] > 0.2
+
+    def night(value, past):
+        return gating.judge_night(value, ref.value, "lower", ref.provenance, past, 10, 1.0)
+
+    later = [nights.Night(f"n{k}", f"2999-01-0{k + 1}T02:00:00Z", 0.08, healthy=True,
+                          counts=True) for k in range(3)]
+    assert night(0.08, later[:2]).verdict == "PASS"
+    assert night(0.10, []).verdict == "DEGRADED"

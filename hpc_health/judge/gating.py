@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 #: and compiler or firmware noise, not health (a 0.2 %-quiet MPI_Init 1 %
 #: slower is significant and nobody's concern).
 MIN_CHANGE = 0.03
+#: Printed steps a change must exceed to fail: one step is rounding (0.07 us
+#: printing 0.08 the next night is a value near 0.075 rounded either way).
+RESOLUTION_STEPS = 1.5
 #: Provenance keys the gate writes and reads.
 NOISE_KEYS = ("night_spread", "night_df", "prior_spread", "prior_df", "effective")
 
@@ -221,16 +224,14 @@ def judge_night(value: float, reference: float, direction: str, prov: Mapping[st
     first); None for a reference without a captured spread.
 
     A busy night counts towards a loss that stays only while the node stays
-    busy (*busy*: tonight is too): a node that other processes load night
-    after night is a sick node, and its loss fails with the load named
-    beside it, on the second busy night in a row
-    (:data:`gate.BUSY_PERSIST_NIGHTS`); a quiet night after busy ones
-    starts afresh.
+    busy (*busy*: tonight is too): a node other processes load night after
+    night is a sick node, its loss failing with the load named beside it on
+    the second busy night in a row (:data:`gate.BUSY_PERSIST_NIGHTS`).
 
-    Nothing fails below the site's *tolerance*, or without one below the
-    larger of :data:`MIN_CHANGE` and the figure's own *least* change
-    (:attr:`hpc_health.model.figures.Figure.min_change`).  At the worse of
-    two levels (:func:`level_gap`), a night at the better one is no loss."""
+    Nothing fails below the site's *tolerance*, else :func:`least_change`
+    (*least*: the figure's ``min_change``), nor within one and a half of
+    its printed steps.  At the worse of two levels (:func:`level_gap`), a
+    night at the better one is no loss."""
     # The nights since the capture: its baseline runs are in the spread already.
     runs = prov.get("runs")
     captured, baseline = str(prov.get("captured") or ""), set(runs if isinstance(runs, list) else ())
@@ -257,7 +258,8 @@ def judge_night(value: float, reference: float, direction: str, prov: Mapping[st
                      also=gate.BUSY_PERSIST_NIGHTS if loaded else None)
     scale = noise.spread * math.sqrt(1 + 1 / noise.runs)
     one, low = (from_log(c * scale, direction) for c in (res.one_night, res.persist))
-    floor = max(MIN_CHANGE, least) if tolerance is None else tolerance
+    printed = RESOLUTION_STEPS * float(prov.get("resolution") or 0.0)
+    floor = max(least_change(least) if tolerance is None else tolerance, printed)
     enforced = max(one, floor)
     signed = (value - reference) / reference
     sustained = max(detection(noise, checks, budget, direction)[1], floor)
@@ -270,7 +272,7 @@ def judge_night(value: float, reference: float, direction: str, prov: Mapping[st
     elif -(dev + gap) / scale > res.one_night:
         night.verdict = "IMPROVED"
     night.reason = _why(night, res, low, direction, tolerance, one, loaded,
-                        _floor_said(one, floor, tolerance, least))
+                        _floor_said(one, floor, tolerance, least, printed))
     return night
 
 
@@ -285,10 +287,21 @@ def level_gap(prov: Mapping[str, Any]) -> float:
     return abs(math.log(float(levels[1]) / float(levels[0])))
 
 
-def _floor_said(one: float, floor: float, tolerance: float | None, least: float) -> str:
+def least_change(min_change: float, resolution: float = 0.0) -> float:
+    """The smallest change a figure fails on without a site's tolerance:
+    :data:`MIN_CHANGE`, its check's own least change, and
+    :data:`RESOLUTION_STEPS` printed steps (*resolution*: one step as a
+    fraction of the value)."""
+    return max(MIN_CHANGE, min_change, RESOLUTION_STEPS * resolution)
+
+
+def _floor_said(one: float, floor: float, tolerance: float | None, least: float,
+                printed: float = 0.0) -> str:
     """What set the bound when the noise did not (nothing when it did)."""
     if one >= floor:
         return ""
+    if printed >= floor:
+        return "one and a half steps of its printed decimals"
     if tolerance is not None:
         return "the site's tolerance"
     return ("the smallest change its check counts" if least > MIN_CHANGE else

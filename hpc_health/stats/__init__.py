@@ -103,6 +103,7 @@ from hpc_health.stats.reference import (
 from hpc_health.stats.robust import (
     clean,
     location,
+    printed_step,
     quantisation_step,
     relative_spread,
     robust_spread,
@@ -167,6 +168,7 @@ __all__ = [
     "PASS",
     "POWER",
     "propose_reference",
+    "printed_step",
     "quantisation_step",
     "RECOMMENDED_RUNS",
     "RECOMMENDED_SAMPLES",

@@ -30,7 +30,7 @@ from hpc_health.stats.robust import (
     clean,
     location,
     log_spread,
-    quantisation_step,
+    printed_step,
     run_location_logs,
     tail_scale,
     within_run_spread,
@@ -215,7 +215,7 @@ def _measuring(samples_by_run: Sequence[Sequence[float]], unit: str,
     if not value > 0:
         raise NoReference(f"below the timer's resolution: its samples are 0 {unit} or less "
                           f"(location {value:.3g} {unit})")
-    step = quantisation_step(allx)
+    step = printed_step(allx)
     if step / value > cap:
         raise NoReference(f"below the timer's resolution: one printed step ({step:.3g} {unit}) "
                           f"is {step / value:.0%} of the value {value:.3g} {unit}")

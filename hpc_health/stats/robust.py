@@ -55,6 +55,27 @@ def quantisation_step(samples: Iterable[float]) -> float:
     return float(np.min(np.diff(u))) if u.size > 1 else 0.0
 
 
+def printed_step(samples: Iterable[float]) -> float:
+    """The larger of :func:`quantisation_step` and one step of the decimals
+    the samples were printed with: 0.01 for osu_latency's 0.07 us however
+    many samples print the same, where the smallest gap is 0.  Values
+    computed, not printed, sit on no decimal grid; whole numbers say
+    nothing of one (5.0 s may be printed so or as 5.000 s), so a tenth is
+    the coarsest step the decimals give."""
+    x, _ = clean(samples)
+    x = np.abs(x[x != 0])
+    grid = 0.0
+    for k in range(-1, -10, -1):
+        q = x / 10.0 ** k
+        # Past 1e12 steps a double cannot tell a grid from no grid.
+        if not x.size or np.max(q) > 1e12:
+            break
+        if np.all(np.abs(q - np.round(q)) <= 1e-6):
+            grid = 10.0 ** k
+            break
+    return max(grid, quantisation_step(samples))
+
+
 def robust_spread(samples: Iterable[float]) -> float:
     """Scale of the samples in their own unit, estimating sigma.
 

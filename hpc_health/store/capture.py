@@ -138,7 +138,7 @@ def _baselines(found: dict[Any, Any]) -> tuple[dict[Any, Any], dict[Any, Any], d
                               "provenance": prov}
             continue
         allx = [x for r in entry["samples_by_run"] for x in r]
-        resolution = stats.quantisation_step(allx) / math.exp(float(np.mean(logs)))
+        resolution = stats.printed_step(allx) / math.exp(float(np.mean(logs)))
         levels = two_levels(entry["samples_by_run"], resolution, entry["better"])
         run_ids, at_level, every = list(entry["runs"]), False, (list(entry["runs"]), logs)
         other: tuple = ()
@@ -234,9 +234,13 @@ def _judged(nights, noise, provs, shares, budget, max_mdc):
                         level_runs=len(base.run_ids))
         fig = gating.noise_of(prov)
         assert fig is not None
-        # Below MIN_CHANGE (or the figure's own least change) nothing fails
-        # without a site's own tolerance.
-        one, sustained = (max(m, gating.MIN_CHANGE, base.min_change)
+        if base.resolution:
+            prov["resolution"] = _round(base.resolution)
+        # Below MIN_CHANGE, the figure's own least change or what its
+        # printed decimals can tell, nothing fails without a site's own
+        # tolerance.
+        least = gating.least_change(base.min_change, base.resolution)
+        one, sustained = (max(m, least)
                           for m in gating.detection(fig, checks, budget, direction))
         spread = _spread_said(fig, base)
         if sustained >= MAX_ENFORCED[direction]:
@@ -249,8 +253,7 @@ def _judged(nights, noise, provs, shares, budget, max_mdc):
         value = math.exp(float(np.mean(base.logs)))
         # ReFrame's bound is what the gate enforces on one night at capture,
         # its floor included, so plain ReFrame fails where a night would.
-        b = max(gating.bound(fig, checks, budget, direction), gating.MIN_CHANGE,
-                base.min_change)
+        b = max(gating.bound(fig, checks, budget, direction), least)
         prov.update(estimator=stats.ESTIMATOR, mdc=_round(sustained),
                     mdc_one_night=_round(one))
         strong_after = None
