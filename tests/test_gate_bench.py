@@ -153,3 +153,20 @@ def test_a_real_series_one_night_failure_is_retested_by_the_next_run():
     stays = real_series.Series("stays", [*quiet, 40.0, 41.0, 40.5], "higher", "back-to-back runs")
     failed, first, judged = real_series.judge_series(stays, 10, 1.0, 1.0, 0)
     assert failed >= 2 and judged == 6
+
+
+def test_real_series_nights_a_day_apart_are_drawn_from_the_recording():
+    """Nights a day apart: each trial captures five runs at random and
+    judges 25 of the others; a one-run dip (the recorded IOR read's
+    -60 %) fails before its retest, the run recorded after it, and not
+    after; the same dip as the recording's last run has no retest and
+    stands."""
+    from bench.gate import real_series
+    quiet = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2, 99.8, 100.1, 100.4, 99.6]
+    dip = real_series.Series("dip", [*quiet, 40.0, *quiet, *quiet[:9]], "higher", "back-to-back")
+    failed, first, judged = real_series.nights_apart(dip, 10, 1.0, 1.0, trials=8, seed=3)
+    assert judged == 8 * real_series.APART_NIGHTS
+    assert failed == 0 and first >= 4
+    last = real_series.Series("last", [*quiet, *quiet, *quiet[:9], 40.0], "higher", "back-to-back")
+    failed, first, _ = real_series.nights_apart(last, 10, 1.0, 1.0, trials=8, seed=3)
+    assert failed == first >= 4

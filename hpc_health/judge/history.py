@@ -64,6 +64,10 @@ def _entry(refs: ReferenceSet | None, point: dict[str, Any]) -> Any:
     file or entry, or one measured on other hardware than the point's run."""
     if refs is None or not _speaks_for(refs, point):
         return None
+    return _lookup(refs, point)
+
+
+def _lookup(refs: ReferenceSet, point: dict[str, Any]) -> Any:
     m = point["measurement"]
     return refs.lookup(m.test, m.partition_fullname, m.environ, m.params, m.variable, m.unit)
 
@@ -93,11 +97,11 @@ def _capture_of(refs: ReferenceSet | None, point: dict[str, Any]) -> dict[str, A
     """The provenance of the capture that speaks for the point's figure: its
     reference's, or, for a figure the capture left out, the left-out entry's
     (the same runs were looked at); {} without one, or on other hardware."""
-    entry = _entry(refs, point)
-    if entry is not None:
-        return entry.provenance
-    return verdicts.captured_provenance(point["measurement"], refs) \
-        if _speaks_for(refs, point) else {}
+    if refs is None or not _speaks_for(refs, point):
+        return {}
+    entry = _lookup(refs, point)
+    return entry.provenance if entry is not None else \
+        verdicts.captured_provenance(point["measurement"], refs)
 
 
 def capture_bounds(refs: ReferenceSet | None,

@@ -50,7 +50,10 @@ def quantisation_step(samples: Iterable[float]) -> float:
     Benchmarks print a fixed number of decimals (osu_latency: 0.01 us), so on
     fast paths the values sit on a coarse grid and the MAD can be exactly 0.
     """
-    x, _ = clean(samples)
+    return _smallest_gap(clean(samples)[0])
+
+
+def _smallest_gap(x: np.ndarray) -> float:
     u = np.unique(x)
     return float(np.min(np.diff(u))) if u.size > 1 else 0.0
 
@@ -62,8 +65,8 @@ def printed_step(samples: Iterable[float]) -> float:
     computed, not printed, sit on no decimal grid; whole numbers say
     nothing of one (5.0 s may be printed so or as 5.000 s), so a tenth is
     the coarsest step the decimals give."""
-    x, _ = clean(samples)
-    x = np.abs(x[x != 0])
+    cleaned, _ = clean(samples)
+    x = np.abs(cleaned[cleaned != 0])
     grid = 0.0
     for k in range(-1, -10, -1):
         q = x / 10.0 ** k
@@ -73,7 +76,7 @@ def printed_step(samples: Iterable[float]) -> float:
         if np.all(np.abs(q - np.round(q)) <= 1e-6):
             grid = 10.0 ** k
             break
-    return max(grid, quantisation_step(samples))
+    return max(grid, _smallest_gap(cleaned))
 
 
 def robust_spread(samples: Iterable[float]) -> float:
