@@ -50,6 +50,17 @@ def test_figures_that_move_as_one_count_once_and_independent_ones_each():
     assert prior.effective_count(independent) == pytest.approx(6.0, rel=0.1)
 
 
+def test_a_figure_computed_from_another_is_not_counted_apart_from_it():
+    """Walk 10's StreamTriadScaling: the Triad at 1 and 2 threads and each
+    per core (the Triad over its thread count) counted 2.9 independent
+    figures of what are two."""
+    one_t = np.log([36000.0, 35000.0, 37500.0, 36300.0, 36100.0])
+    two_t = np.log([61000.0, 39000.0, 40400.0, 39100.0, 39400.0])
+    x = np.column_stack([one_t, two_t, one_t, two_t - np.log(2.0)])
+    assert prior.effective_count(x[:, :2]) == pytest.approx(2.0)
+    assert prior.effective_count(x) == pytest.approx(2.0)
+
+
 def test_the_prior_is_strong_for_alike_spreads_and_absent_for_unlike_ones():
     rng = np.random.default_rng(5)
     alike = [float(np.var(rng.normal(0, 0.05, 5), ddof=1)) for _ in range(400)]

@@ -10,9 +10,10 @@ prior is lent), and other runs are judged night by night by the product's
 gate (:func:`hpc_health.judge.gating.judge_night`) with the nights before
 each, healthy ones feeding the spread exactly as a site's store does: the
 runs after each start in their recorded order (:func:`judge_series`), and
-runs drawn at random as nights a day apart (:func:`nights_apart`).  The levels are those a figure of the ``local`` site's
-default suite gets: the budget shared by its gated checks, and the figure's
-check counting ``effective`` independent figures.
+runs drawn at random as nights a day apart (:func:`nights_apart`).  The
+levels are those a figure of the ``local`` site's default suite gets: the
+budget shared by its gated checks, and the figure's check counting
+``effective`` independent figures.
 
 A false failing night is a DEGRADED one.  Its rate per figure-night is set
 against the level the budget allots that figure (one-night plus persistence

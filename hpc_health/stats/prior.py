@@ -78,12 +78,16 @@ def effective_count(run_logs: np.ndarray) -> float:
     m / (1 + (m − 1) ρ²), with ρ² the mean squared correlation between
     figures less what R runs of independent figures show by chance
     (1 / (R − 1)): 1 for figures that move as one, m for independent ones.
+    A figure computed from another (STREAM's per-core Triad, its Triad over
+    the thread count) is not counted apart from it: with its copies among
+    the figures, the chance correction of four copied pairs could count
+    two distinct figures as three.
     """
     x = np.asarray(run_logs, dtype=float)
     if x.ndim != 2 or x.shape[1] < 2:
         return float(x.shape[1]) if x.ndim == 2 else 1.0
     keep = np.all(np.isfinite(x), axis=0) & (np.nanstd(x, axis=0) > 0)
-    x = x[:, keep]
+    x = _distinct(x[:, keep])
     m, r = x.shape[1], x.shape[0]
     dropped = int(np.sum(~keep))
     if m < 2 or r < 3:
@@ -95,6 +99,23 @@ def effective_count(run_logs: np.ndarray) -> float:
     chance = 1.0 / (r - 1)
     rho2 = min(max((float(np.mean(off ** 2)) - chance) / (1.0 - chance), 0.0), 1.0)
     return m / (1.0 + (m - 1) * rho2) + dropped
+
+
+#: Log figures that differ run by run by less than this move as one: a
+#: copy scaled by a constant (printed decimals leave it a part in 10⁶).
+COPY_TOLERANCE = 1e-6
+
+
+def _distinct(x: np.ndarray) -> np.ndarray:
+    """The columns of a runs × figures matrix of log figures less those that
+    are another's copy moved by a constant (a figure times a constant)."""
+    centred = x - np.mean(x, axis=0)
+    kept: list[int] = []
+    for j in range(x.shape[1]):
+        if not any(np.max(np.abs(centred[:, j] - centred[:, i])) <= COPY_TOLERANCE
+                   for i in kept):
+            kept.append(j)
+    return x[:, kept]
 
 
 def prior_df_cap(effective: float, df: float) -> float:
