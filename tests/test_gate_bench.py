@@ -170,3 +170,14 @@ def test_real_series_nights_a_day_apart_are_drawn_from_the_recording():
     last = real_series.Series("last", [*quiet, *quiet, *quiet[:9], 40.0], "higher", "back-to-back")
     failed, first, _ = real_series.nights_apart(last, 10, 1.0, 1.0, trials=8, seed=3)
     assert failed == first >= 4
+
+
+def test_the_multiplicity_bench_finds_the_correlation_count_exact_only_for_independent_figures():
+    """bench/gate/multiplicity.py: ten independent figures' persistence rule
+    keeps its check's level; at correlation 0.5 the count from squared
+    correlations (3.1) lets the check fire at more than twice its level."""
+    from bench.gate import multiplicity
+    alone = multiplicity.check_rate(10, 0.0, 100_000)
+    assert 0.5 < alone["check_rate"] / alone["check_level"] < 1.5
+    together = multiplicity.check_rate(10, 0.5, 100_000)
+    assert together["check_rate"] / together["check_level"] > 2.0
