@@ -9,7 +9,7 @@ import pytest
 from store_fixtures import series
 
 from hpc_health.judge import baselines, gating, nights
-from hpc_health.stats import gate, prior
+from hpc_health.stats import gate, prior, tail_count
 
 
 @pytest.mark.parametrize("df", [4.0, 12.0, math.inf])
@@ -50,6 +50,25 @@ def test_figures_that_move_as_one_count_once_and_independent_ones_each():
     assert prior.effective_count(independent) == pytest.approx(6.0, rel=0.1)
 
 
+def test_a_checks_figures_are_counted_at_the_level_they_are_judged_at():
+    """Independent figures count each; normal figures of correlation 0.5
+    cross a far cut nearly independently (9.4 of ten, where their squared
+    correlations say 3.1); STREAM's four kernels, which moved as one over
+    walk 11's ten clean runs (0.995), count about one and a half."""
+    share = gate.night_budget() / 10 * gate.SHARE_PERSIST
+    k = gate.PERSIST_NIGHTS
+    assert tail_count.fitted_level(share, gate.Family(10.0), k) == pytest.approx(share / 10)
+    half = tail_count.fitted_level(share, gate.Family(10.0, 0.5), k)
+    assert share / 10 < half < share / 9
+    kernels = tail_count.fitted_level(share, gate.Family(4.0, 0.995), k)
+    assert share / 2 < kernels < share / 1.2
+    assert gate.Family(4.0, 0.995, 2.0).worth(kernels, k) == pytest.approx(
+        gate.Family(4.0, 0.995).worth(kernels, k) + 2.0)
+    # A reference captured before the count was fitted keeps its number.
+    assert gating.noise_of({"night_spread": 0.05, "runs": 5, "effective": 2.3}).family \
+        == gate.Family(2.3)
+
+
 def test_a_figure_computed_from_another_is_not_counted_apart_from_it():
     """Walk 10's StreamTriadScaling: the Triad at 1 and 2 threads and each
     per core (the Triad over its thread count) counted 2.9 independent
@@ -76,7 +95,7 @@ def test_a_family_of_figures_that_move_as_one_lends_no_strength():
     family = {v: baselines.Baseline(list("abcde"), logs + k * 0.01, "higher")
               for k, v in enumerate(("Copy", "Scale", "Add", "Triad"))}
     noise = baselines.capture_family(family)
-    assert noise["Triad"]["effective"] == pytest.approx(1.0)
+    assert noise["Triad"]["check_figures"] == 1
     assert noise["Triad"]["prior_df"] is None
 
 
@@ -472,7 +491,8 @@ def test_the_checks_of_one_benchmark_lend_each_other_their_spreads():
     noise = baselines.capture_family(family, kind=lambda k: k, check=lambda k: k[0])
     one_thread = noise[("StreamTriadScaling", "triad_1t")]
     assert one_thread["prior_df"] > 4, one_thread
-    assert one_thread["effective"] <= 2.0 < noise[("StreamBandwidth", "Triad")]["effective"] <= 4.0
+    assert one_thread["check_figures"] == 2
+    assert noise[("StreamBandwidth", "Triad")]["check_figures"] == 4
 
 
 def test_a_change_of_one_printed_step_never_fails(tmp_path):

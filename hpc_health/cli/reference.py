@@ -110,7 +110,8 @@ def reference_show(site):
             info = ", ".join(f"{k} {_shown(k, v)}"
                              for k, v in prov.items() if k in
                              ("captured", "runs", "samples", "night_spread", "night_df",
-                              "prior_df", "effective", "spread", "between_run_spread", "stack",
+                              "prior_df", "effective", "check_figures", "check_correlation",
+                              "spread", "between_run_spread", "stack",
                               "estimator", "mdc", "mdc_one_night", "levels", "level_runs"))
             click.echo(f"  {'/'.join(str(k) for k in path[:-1])}  {var} = {value:g} {unit} "
                        f"{bounds}  {info or 'no provenance'}")

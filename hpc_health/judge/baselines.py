@@ -76,8 +76,9 @@ def capture_family(figures: Mapping[Any, Baseline],
                    check: Callable[[Any], Any] | None = None) -> dict[Any, dict[str, Any]]:
     """The provenance the gate needs for each figure of one benchmark on
     one partition: its spread and degrees of freedom, the prior it borrows
-    from, and its check's effective number of independent figures (its
-    multiplicity; *check* names a figure's check, default: one check).
+    from, and its check's distinct figures and how they move together (its
+    multiplicity, :mod:`hpc_health.stats.tail_count`; *check* names a
+    figure's check, default: one check).
 
     The prior is fitted to the figures of the same *kind* (the variable of
     a check: a halo time at 1 MiB beside the other 1 MiB times, not beside
@@ -100,9 +101,10 @@ def capture_family(figures: Mapping[Any, Baseline],
         if len(group) >= prior.MIN_FIGURES:
             out.update(_borrowing(group))
     for members in checks.values():
-        effective = prior.effective_count(_matrix(members))
+        fam = prior.family(_matrix(members))
         for k in members:
-            out[k]["effective"] = effective
+            out[k].update(check_figures=int(fam.figures), check_correlation=fam.correlation,
+                          check_apart=int(fam.apart) or None)
     return out
 
 

@@ -31,7 +31,8 @@ MIN_CHANGE = 0.03
 #: printing 0.08 the next night is a value near 0.075 rounded either way).
 RESOLUTION_STEPS = 1.5
 #: Provenance keys the gate writes and reads.
-NOISE_KEYS = ("night_spread", "night_df", "prior_spread", "prior_df", "effective")
+NOISE_KEYS = ("night_spread", "night_df", "prior_spread", "prior_df", "check_figures",
+              "check_correlation", "check_apart")
 
 
 @dataclass
@@ -42,7 +43,7 @@ class Noise:
     runs: int               # baseline runs behind the reference's level
     nights: int = 0         # healthy nights since capture that fed the spread
     prior_df: float = 0.0   # lent by the benchmark's other figures
-    effective: float = 1.0  # independent figures in the figure's family
+    family: gate.Family = gate.Family(1.0)  # its check's figures (its multiplicity)
 
     def rests_on(self) -> str:
         """``5+12 df 24``: baseline runs + healthy nights, degrees of freedom."""
@@ -100,7 +101,16 @@ def noise_of(prov: Mapping[str, Any], deviations: Sequence[float] = ()) -> Noise
                                            math.sqrt(prior.moderate(own ** 2, own_df,
                                                                     p_var, p_df)[0]))
     var, total = prior.moderate(spread ** 2, df, p_var, p_df)
-    return Noise(math.sqrt(var), total, runs, used, p_df, _float(prov.get("effective")) or 1.0)
+    return Noise(math.sqrt(var), total, runs, used, p_df, _family(prov))
+
+
+def _family(prov: Mapping[str, Any]) -> gate.Family:
+    """The figure's check's figures; a reference captured before they were
+    written holds their effective count, taken as independent figures."""
+    if "check_figures" not in prov:
+        return gate.Family(_float(prov.get("effective")) or 1.0)
+    return gate.Family(float(prov["check_figures"]), _float(prov.get("check_correlation")),
+                       _float(prov.get("check_apart")))
 
 
 def _float(x: Any) -> float:
@@ -110,7 +120,7 @@ def _float(x: Any) -> float:
 
 
 def levels_of(noise: Noise, checks: float, budget: float) -> gate.Levels:
-    return gate.levels(budget, checks, noise.effective)
+    return gate.levels(budget, checks, noise.family)
 
 
 def detection(noise: Noise, checks: float, budget: float, direction: str) -> tuple[float, float]:

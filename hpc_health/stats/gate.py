@@ -22,8 +22,9 @@ are not independent) and over the spread estimate's error (the t), by
 :func:`tail_probability`.  The budget (:func:`levels`) is one failing night
 per site-month by default, split between the two rules and the
 ``BROADLY WORSE`` test, then between the gated checks of the site (equally,
-or as the site's ``budget_weights`` say), then between the *effective*
-number of independent figures of each check.
+or as the site's ``budget_weights`` say), then between the figures of each
+check as many independent ones as their rare events are worth together
+(:mod:`.tail_count`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from hpc_health.stats import tail_count
 from hpc_health.stats.robust import special
+from hpc_health.stats.tail_count import Family
 
 #: Nights in the month a budget is counted over.
 NIGHTS_PER_MONTH = 30.0
@@ -91,14 +94,17 @@ def night_budget(budget: float = FALSE_ALARM_BUDGET) -> float:
     return min(max(budget, 0.0) / NIGHTS_PER_MONTH, 0.5)
 
 
-def levels(budget: float, checks: float, effective: float) -> Levels:
+def levels(budget: float, checks: float, family: Family | float) -> Levels:
     """The levels of a figure of a check, when ``checks`` checks (weights
-    summed) share the site's night and this check counts ``effective``
-    independent figures (Bonferroni within and between: valid however
-    the figures depend on each other)."""
+    summed) share the site's night and the check's figures are ``family``
+    (a plain number: that many independent figures).  Within the check
+    each rule's share is split so that the union of the figures' events
+    spends it at that rule's level (:mod:`.tail_count`); between checks,
+    Bonferroni (valid however they depend on each other)."""
+    fam = family if isinstance(family, Family) else Family(float(family))
     per_check = night_budget(budget) / max(checks, 1.0)
-    per_figure = per_check / max(effective, 1.0)
-    return Levels(SHARE_ONE_NIGHT * per_figure, SHARE_PERSIST * per_figure)
+    return Levels(tail_count.fitted_level(SHARE_ONE_NIGHT * per_check, fam, 1),
+                  tail_count.fitted_level(SHARE_PERSIST * per_check, fam, PERSIST_NIGHTS))
 
 
 @lru_cache(maxsize=256)

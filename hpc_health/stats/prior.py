@@ -28,6 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from hpc_health.stats.robust import special
+from hpc_health.stats.tail_count import Family
 
 #: Fewest figures a prior is fitted to: with two, the spread of their
 #: spreads says nothing about the distribution.
@@ -73,7 +74,8 @@ def fit_prior(variances: Sequence[float], dfs: Sequence[float]) -> tuple[float, 
 
 def effective_count(run_logs: np.ndarray) -> float:
     """Effective number of independent figures in a family, from a runs ×
-    figures matrix of log figures (NaN where a run lacks a figure).
+    figures matrix of log figures (NaN where a run lacks a figure): how
+    much they can lend each other.
 
     m / (1 + (m − 1) ρ²), with ρ² the mean squared correlation between
     figures less what R runs of independent figures show by chance
@@ -83,22 +85,30 @@ def effective_count(run_logs: np.ndarray) -> float:
     the figures, the chance correction of four copied pairs could count
     two distinct figures as three.
     """
+    fam = family(run_logs)
+    return fam.figures / (1.0 + (fam.figures - 1.0) * fam.correlation ** 2) + fam.apart
+
+
+def family(run_logs: np.ndarray) -> Family:
+    """The distinct figures of a runs × figures matrix of log figures and
+    their typical correlation (the root of :func:`effective_count`'s ρ²);
+    a figure with a run missing or no spread is counted apart."""
     x = np.asarray(run_logs, dtype=float)
     if x.ndim != 2 or x.shape[1] < 2:
-        return float(x.shape[1]) if x.ndim == 2 else 1.0
+        return Family(float(x.shape[1]) if x.ndim == 2 else 1.0)
     keep = np.all(np.isfinite(x), axis=0) & (np.nanstd(x, axis=0) > 0)
     x = _distinct(x[:, keep])
     m, r = x.shape[1], x.shape[0]
-    dropped = int(np.sum(~keep))
+    dropped = float(np.sum(~keep))
     if m < 2 or r < 3:
         # Too little to see how they move: each counts, the safe side for
         # multiplicity (the prior is then held by the runs instead).
-        return float(m + dropped)
+        return Family(float(m) + dropped)
     c = np.corrcoef(x, rowvar=False)
     off = c[~np.eye(m, dtype=bool)]
     chance = 1.0 / (r - 1)
     rho2 = min(max((float(np.mean(off ** 2)) - chance) / (1.0 - chance), 0.0), 1.0)
-    return m / (1.0 + (m - 1) * rho2) + dropped
+    return Family(float(m), math.sqrt(rho2), dropped)
 
 
 #: Log figures that differ run by run by less than this move as one: a

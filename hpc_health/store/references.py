@@ -61,6 +61,7 @@ _PROVENANCE_FIELDS = {"captured": str, "runs": list, "samples": int, "spread": _
                       "estimator": str, "rounds": (int, list), "mdc": _NUM, "weak": str,
                       "no_reference": str, "night_spread": _NUM, "night_df": int,
                       "prior_spread": _NUM, "prior_df": _NUM, "effective": _NUM,
+                      "check_figures": int, "check_correlation": _NUM, "check_apart": int,
                       "mdc_one_night": _NUM, "levels": list, "level_runs": int,
                       "resolution": _NUM}
 
