@@ -30,9 +30,6 @@ MIN_CHANGE = 0.03
 #: Printed steps a change must exceed to fail: one step is rounding (0.07 us
 #: printing 0.08 the next night is a value near 0.075 rounded either way).
 RESOLUTION_STEPS = 1.5
-#: Provenance keys the gate writes and reads.
-NOISE_KEYS = ("night_spread", "night_df", "prior_spread", "prior_df", "check_figures",
-              "check_correlation", "check_apart")
 
 
 @dataclass

@@ -3,8 +3,8 @@
 value = the mean of the runs' figures on the log scale (of a figure whose
 samples fall at two levels, of the worse level's: :mod:`hpc_health.stats.levels`),
 frozen until the next capture; noise = the spread of those figures, with the prior it
-borrows from its kind's (or benchmark's) figures and the check's effective number of
-independent figures (:func:`hpc_health.judge.baselines.capture_family`), so
+borrows from its kind's (or benchmark's) figures and how the check's figures
+move together (:func:`hpc_health.judge.baselines.capture_family`), so
 that every run judges it with the nightly gate.  The proposal is printed as
 a diff; the file is written only with ``--write``, atomically, and only
 after the new content has been validated by the same loader every run uses.
@@ -238,8 +238,9 @@ def _judged(nights, noise, provs, shares, budget, max_mdc):
             prov["resolution"] = _round(base.resolution)
         # Below MIN_CHANGE, the figure's own least change or what its
         # printed decimals can tell, nothing fails without a site's own
-        # tolerance.
-        least = gating.least_change(base.min_change, base.resolution)
+        # tolerance; the printed step as the file keeps it (four figures),
+        # so that run and capture use one floor.
+        least = gating.least_change(base.min_change, float(prov.get("resolution") or 0.0))
         one, sustained = (max(m, least)
                           for m in gating.detection(fig, checks, budget, direction))
         spread = _spread_said(fig, base)
