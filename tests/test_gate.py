@@ -64,6 +64,11 @@ def test_a_checks_figures_are_counted_at_the_level_they_are_judged_at():
     assert share / 2 < kernels < share / 1.2
     assert gate.Family(4.0, 0.995, 2.0).worth(kernels, k) == pytest.approx(
         gate.Family(4.0, 0.995).worth(kernels, k) + 2.0)
+    # Counted at the correlation five runs show with some confidence: a
+    # chance 0.86 of two independent figures counts them as two.
+    assert tail_count.correlation_shown(0.86, 5) < 0.6
+    assert tail_count.correlation_shown(0.5, 5) == 0.0
+    assert tail_count.correlation_shown(0.999, 5) > 0.99
     # A reference captured before the count was fitted keeps its number.
     assert gating.noise_of({"night_spread": 0.05, "runs": 5, "effective": 2.3}).family \
         == gate.Family(2.3)

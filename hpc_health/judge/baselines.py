@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from hpc_health.stats import prior
+from hpc_health.stats import prior, tail_count
 from hpc_health.stats.constants import MIN_SPREAD
 
 
@@ -101,9 +101,11 @@ def capture_family(figures: Mapping[Any, Baseline],
         if len(group) >= prior.MIN_FIGURES:
             out.update(_borrowing(group))
     for members in checks.values():
-        fam = prior.family(_matrix(members))
+        runs = _matrix(members)
+        fam = prior.family(runs)
+        shown = tail_count.correlation_shown(fam.correlation, runs.shape[0])
         for k in members:
-            out[k].update(check_figures=int(fam.figures), check_correlation=fam.correlation,
+            out[k].update(check_figures=int(fam.figures), check_correlation=shown,
                           check_apart=int(fam.apart) or None)
     return out
 

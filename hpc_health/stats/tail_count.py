@@ -44,6 +44,19 @@ _WZ = np.exp(-_Z ** 2 / 2) / np.sum(np.exp(-_Z ** 2 / 2))
 _STEP, _FLOOR = 0.02, -60.0
 
 
+def correlation_shown(correlation: float, runs: int) -> float:
+    """The correlation a check's figures are counted at: one standard error
+    (Fisher's z, 1/√(R − 3)) below what R runs show.  A count can only fall
+    from the number of figures, so a chance high correlation in five runs
+    (two independent figures show one of 0.9 or more in 4 % of captures)
+    would buy the check a larger level on those captures and nothing back
+    on the others; STREAM's kernels at 0.999 are counted at 0.996."""
+    if runs <= 3 or correlation <= 0.0:
+        return 0.0
+    z = math.atanh(min(correlation, MAX_CORRELATION)) - 1.0 / math.sqrt(runs - 3)
+    return max(math.tanh(z), 0.0)
+
+
 @dataclass(frozen=True)
 class Family:
     """The figures of one check that split its share of the budget."""
