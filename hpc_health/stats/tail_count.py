@@ -1,9 +1,9 @@
 """How many independent figures a check's rare events are worth.
 
-A check's share of the budget is split between its figures.  Figures that
-move together (STREAM's four kernels) would spend it many times over if
-each were given the whole check's level divided by their number; counted
-as one, they would overspend when they fail apart.  The effective number
+A check's share of the budget is split between its figures.  Divided by
+their number (Bonferroni), figures that move together (STREAM's four
+kernels) leave most of it unused, since they fail together; counted as
+one, figures that fail apart spend it many times over.  The effective number
 from squared correlations (:func:`hpc_health.stats.prior.effective_count`)
 answers how much *information* the figures carry, not how often *any* of
 them crosses a cut far out in the tail: a normal pair of correlation 0.5
@@ -19,7 +19,8 @@ with probability α, and the union's rate is integrated exactly over the
 factor's k nights.  The level is then the α at which the union spends the
 check's share.  Whatever the model leaves out -- the reference's error,
 shared by every figure and night -- makes the figures fail more together,
-so the count errs on the safe side.
+so the count errs on the safe side; so does the correlation it is given
+(:func:`correlation_shown`), one standard error below the runs'.
 """
 
 from __future__ import annotations
