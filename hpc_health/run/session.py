@@ -185,9 +185,11 @@ def _reframe(night, stop):
     shown = ProgressFilter()
     progress = Progress(previous_duration(site.name, night.meta))
     proc = None
-    stop.arm()
     with Kept(run_dir / "reframe.out") as log:
         try:
+            # Armed inside the try: a signal while the log opened raised
+            # Stopped where nothing caught it (a traceback and exit 1).
+            stop.arm()
             if _prebuild(night, env):
                 # The pace of the checks, not of the builds.
                 progress.start = progress.clock()
@@ -195,7 +197,8 @@ def _reframe(night, stop):
             relay(proc, log, out, shown, progress)
         except Stopped as err:
             _stopping(err, proc, log)
-    stop.closing()
+        finally:
+            stop.closing()
     _after_reframe(night, began, log)
     return proc, log
 
