@@ -1,11 +1,12 @@
 """`report --html`: the page's content, read from its plot specifications
-(the browser test, tests/test_report_browser.py, draws it).
+(the browser test, test_newcomer.py's, draws it).
 
 The store is twelve nights made of recorded 30-run series of this kind of
 machine; STREAM Triad drops 40 % from night 9 (the recorded series moves
 about 3 % night to night), and the software stack changes the same night.
 """
 
+import html
 import json
 import os
 import re
@@ -197,3 +198,17 @@ def test_an_output_path_that_cannot_be_written_is_exit_2_and_nothing_written(roo
 def test_two_sets_need_html(root):
     res = hpc_health(root, "report", "--site", "local", _rid(0), _rid(1))
     assert res.returncode == 2 and "--html" in res.stderr
+
+
+def test_a_long_reason_shows_its_start_cut_at_a_word_and_all_of_it_on_hover():
+    from hpc_health.render.html_report import WHY_SHOWN, _why
+    stays = ("-59.1 %; 2 nights in a row beyond -51.1 %, on a node busy on the last two, "
+             "a loss that stays (t > 2.7 each night); node busy: load 3.2 on 2 cores")
+    cell = _why(stays)
+    shown = re.search(r">(.*)</span>", cell).group(1)
+    assert shown.startswith("-59.1 %; 2 nights in a row beyond -51.1 %") and shown.endswith("…")
+    assert len(shown) <= WHY_SHOWN + 1 and stays.startswith(shown[:-1])
+    assert stays[len(shown) - 1] == " "                     # cut between words
+    assert f'title="{html.escape(stays)}"' in cell
+    short = "needs 2 nodes"
+    assert _why(short) == f'<span class="why" title="{short}">{short}</span>'

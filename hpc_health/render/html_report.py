@@ -24,10 +24,20 @@ def _order(v: V.Verdict) -> int:
     return 0 if v.verdict in V.FAILING else 1 if v.verdict not in (V.PASS, V.IMPROVED) else 2
 
 
+#: Characters of a reason the verdict table shows, the whole on hover.  A
+#: reason's first clause can be all a reader needs ("+18.6 % on one night,
+#: beyond the +13.1 % its noise allows") or nothing the row does not say
+#: ("-59.1 %", before "2 nights in a row beyond -51.1 %"), and a cannot-gate
+#: reason is one clause of some 170 characters, ten lines in the last column.
+WHY_SHOWN = 90
+
+
 def _why(reason: str) -> str:
-    """The reason's first clause, the whole of it on hover: a year's table
-    stays readable."""
-    short = reason.split("; ")[0]
+    """The reason's first :data:`WHY_SHOWN` characters (cut at a word), the
+    whole of it on hover: a year's table stays readable."""
+    short = reason
+    if len(short) > WHY_SHOWN:
+        short = short[:WHY_SHOWN].rsplit(" ", 1)[0].rstrip(",;:")
     more = "…" if len(short) < len(reason) else ""
     return f"<span class=\"why\" title=\"{H.esc(reason)}\">{H.esc(short)}{more}</span>"
 
