@@ -9,6 +9,7 @@ trends, and one run as each benchmark's users look at it."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,11 +36,8 @@ WHY_SHOWN = 90
 def _why(reason: str) -> str:
     """The reason's first :data:`WHY_SHOWN` characters (cut at a word), the
     whole of it on hover: a year's table stays readable."""
-    short = reason
-    if len(short) > WHY_SHOWN:
-        short = short[:WHY_SHOWN].rsplit(" ", 1)[0].rstrip(",;:")
-    more = "…" if len(short) < len(reason) else ""
-    return f"<span class=\"why\" title=\"{H.esc(reason)}\">{H.esc(short)}{more}</span>"
+    short = textwrap.shorten(reason, WHY_SHOWN + 1, placeholder="…")
+    return f"<span class=\"why\" title=\"{H.esc(reason)}\">{H.esc(short)}</span>"
 
 
 def _stack_lines(stack: Sequence[tuple], specs: Sequence[tuple]) -> str:
