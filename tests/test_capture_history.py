@@ -186,8 +186,11 @@ def test_capture_leaves_out_what_measures_nothing_and_never_crashes(tmp_path):
     assert prov["no_reference"].startswith("below the timer's resolution")
     # Every later table says why, in the verdict column.
     report = hpc_health(root, "report", "--site", "local")
-    (row,) = [line for line in report.stdout.splitlines() if "write_close_time" in line]
+    row, note = [line for line in report.stdout.splitlines() if "write_close_time" in line]
     assert row.endswith("NO-REFERENCE (below the timer's resolution)")
+    # and below it, naming the figure as well as its check
+    assert note.startswith("NO-REFERENCE: IorBandwidth %mode=posix_fpp write_close_time: "
+                           "below the timer's resolution"), note
     assert hpc_health(root, "reference", "show", "--site", "local").stdout.count(
         "No reference (1):") == 1
 

@@ -361,6 +361,22 @@ def test_a_weak_reference_says_tonight_after_how_many_nights_it_is_not(tmp_path)
         "stays so however many healthy nights" in said[1]
 
 
+def test_the_runs_notes_name_each_figure_the_capture_left_out(tmp_path):
+    import dataclasses
+
+    from hpc_health.render import table
+    _proposals, vs = _captured_and_tonight(tmp_path)
+    (lat,) = (v for v in vs if v.measurement.test == "OsuPointToPoint")
+    why = "cannot gate: its 5 runs spread by 43.0 % (log SD)"
+    left = [dataclasses.replace(lat, verdict="NO-REFERENCE", tag="cannot gate", reason=why,
+                                measurement=dataclasses.replace(lat.measurement, variable=var))
+            for var in ("latency_8B", "latency_max_8B")]
+    said = table.notes(left)
+    assert said == [f"NO-REFERENCE (2): {why}", "    OsuPointToPoint latency_8B, "
+                    "OsuPointToPoint latency_max_8B"], said
+    assert table.notes(left[:1]) == [f"NO-REFERENCE: OsuPointToPoint latency_8B: {why}"]
+
+
 def test_a_check_the_site_weights_gets_more_of_the_budget_and_the_others_less(tmp_path):
     share = gating.shares({("A", "p"), ("B", "p"), ("C", "p"), ("A", "q")}, {"A": 3})
     assert share("A") == pytest.approx(8 / 3) and share("B") == pytest.approx(8)

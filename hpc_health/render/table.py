@@ -112,8 +112,10 @@ def notes(verdicts):
             reason = _INHERITED.sub("", v.reason) if v.verdict == "SKIPPED" else v.reason
         checks = groups.setdefault((v.verdict, reason), [])
         name = v.measurement.check
-        if (v.verdict in ("DEGRADED", "IMPROVED", "XFAIL", "OUTLIER") or
-                tag == "not confirmed") and v.measurement.variable:
+        # A figure's own finding, or why the capture left it out, names the
+        # figure: two of one check left out at two spreads are two lines.
+        if (v.verdict in ("DEGRADED", "IMPROVED", "XFAIL", "OUTLIER") or tag == "not confirmed"
+                or (v.verdict == "NO-REFERENCE" and tag)) and v.measurement.variable:
             name = f"{name} {v.measurement.variable}"
         if name not in checks:
             checks.append(name)
