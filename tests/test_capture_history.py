@@ -195,6 +195,39 @@ def test_capture_leaves_out_what_measures_nothing_and_never_crashes(tmp_path):
         "No reference (1):") == 1
 
 
+def test_a_figure_that_cannot_gate_says_what_change_could_be_caught_as_a_person_reads_it(tmp_path):
+    """A time whose runs spread by 100 % said "only a change of 3362% worse";
+    a rate, "100% worse or more".  They now say how many times its
+    reference a time would have to take, and what share of it a rate would
+    have to fall to."""
+    root = make_root(tmp_path, references=False)
+    store = root.parent / "store"
+    lat = [0.4, 3.0, 0.2, 6.0, 1.0]
+    rate = [9000.0, 400.0, 5000.0, 150.0, 2500.0]
+    ids = []
+    for k in range(5):
+        rid = f"2026112{k}T020000Z"
+        write_run(store, "local", rid, [case("BarrierLatency", "median_n2", lat[k], "us"),
+                                        case("MdtestRates", "file_stat", rate[k], "ops/s",
+                                             better="higher")],
+                  started=rid, samples={0: {"median_n2": [lat[k]] * 3},
+                                        1: {"file_stat": [rate[k]] * 3}})
+        ids.append(rid)
+    res = hpc_health(root, "reference", "capture", "--site", "local", "--from", ",".join(ids))
+    said = {line.split(": no reference: ")[0].split()[-1]: line.split(": no reference: ")[1]
+            for line in res.stdout.splitlines() if ": no reference: " in line}
+    assert set(said) == {"median_n2", "file_stat"}, res.stdout + res.stderr
+    for text in said.values():
+        assert text.startswith("cannot gate: its 5 runs spread by ") and "% worse" not in text
+    import re
+    times = re.search(r"only a rise to ([0-9.]+) times its reference or more, sustained over "
+                      r"3 nights, could be caught$", said["median_n2"])
+    share = re.search(r"only a fall to ([0-9.]+) % of its reference or below, sustained over "
+                      r"3 nights, could be caught$", said["file_stat"])
+    assert times and float(times.group(1)) >= 10.0, said["median_n2"]
+    assert share and 0.0 < float(share.group(1)) <= 10.0, said["file_stat"]
+
+
 def test_capture_from_two_runs_promises_no_more_than_it_can_keep(tmp_path):
     """Two stored runs gave STREAM +-17 % bounds while only a 100 % change
     could fail.  The bounds are now the test's, and where the test could

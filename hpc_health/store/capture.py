@@ -246,9 +246,9 @@ def _judged(nights, noise, provs, shares, budget, max_mdc):
         spread = _spread_said(fig, base)
         if sustained >= MAX_ENFORCED[direction]:
             out[key] = {"no_reference": f"cannot gate: {spread}, so under the site's "
-                                        f"false_alarm_budget only a change of "
-                                        f"{sustained:.0%} worse or more, sustained over "
-                                        f"{PERSIST_NIGHTS} nights, could be caught",
+                                        f"false_alarm_budget only "
+                                        f"{beyond_reach(sustained, direction)}, sustained "
+                                        f"over {PERSIST_NIGHTS} nights, could be caught",
                         "provenance": provs[key], "two_levels": _levels_said(base)}
             continue
         value = math.exp(float(np.mean(base.logs)))
@@ -308,6 +308,17 @@ _POWER_SAID = f"{round(POWER * 5)} times in 5" if round(POWER * 5) == POWER * 5 
 #: either way).  Past it a reference gates nothing; the figure is left out
 #: with its spread.
 MAX_ENFORCED = {stats.LOWER: 9.0, stats.HIGHER: 0.9}
+
+
+def beyond_reach(worse: float, direction: str) -> str:
+    """The least change a figure that cannot gate could show, as a person
+    reads it: a time 35 times its reference, not "3362 % worse"; a
+    bandwidth falling to 0.3 % of its reference, not "100 % worse"."""
+    if direction == stats.LOWER:
+        return f"a rise to {1.0 + worse:.3g} times its reference or more"
+    return f"a fall to {100.0 * (1.0 - worse):.2g} % of its reference or below"
+
+
 #: A time cannot be more than 100 % better: past that, the better side of a
 #: wide bound says nothing (and would print a negative time).
 _BETTER_MAX = 0.99
