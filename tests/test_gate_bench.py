@@ -1,7 +1,7 @@
-"""The gate bench (bench/gate): the hog and clean nights' tables in its
-README are generated from the committed results files, never typed in; a
-trial's store copy leaves the source store as it was; a busy night is not
-counted as a clean one."""
+"""The gate bench (bench/gate): the hog, clean nights' and later spread
+tables in its README are generated from the committed results files, never
+typed in; a trial's store copy leaves the source store as it was; a busy
+night is not counted as a clean one."""
 
 import json
 import os
@@ -37,6 +37,13 @@ def test_the_readme_holds_the_clean_nights_table_of_its_results_file():
     results = json.loads((HERE / "clean_nights.json").read_text())
     assert sum(not n["busy"] for n in results["nights"]) >= 10
     assert clean_nights.table(results) in (HERE / "README.md").read_text()
+
+
+def test_the_readme_holds_the_later_spread_table_of_its_results_file():
+    from bench.gate import later_spread
+    results = json.loads((HERE / "later_spread.json").read_text())
+    assert sum(len(r["devs"]) for r in results["rows"]) >= 100
+    assert later_spread.table(results) in (HERE / "README.md").read_text()
 
 
 def test_clean_nights_counts_the_quiet_nights_only_and_says_the_rate_a_month():
@@ -188,3 +195,43 @@ def test_the_gates_count_keeps_a_checks_level_where_squared_correlations_overspe
     for rho in (0.5, 0.9):
         fitted = multiplicity.check_rate(10, rho, 100_000)
         assert 0.5 < fitted["check_rate"] / fitted["check_level"] < 1.3, fitted
+
+
+def test_later_spread_reads_a_walks_clean_nights_against_its_captured_reference(tmp_path):
+    """The bench that weighs a figure's five runs against the nights after
+    its capture: each clean night's log deviation from the reference, the
+    night on a busy node left out, and figures spread 10 % or more left out."""
+    import math
+
+    from sandbox import hpc_health, make_root
+    from store_fixtures import case, write_run
+
+    from bench.gate import later_spread
+    from hpc_health.store import references
+    root = make_root(tmp_path, references=False)
+    store = root.parent / "store"
+    triad = [45000.0, 45900.0, 44100.0, 45450.0, 44550.0, 40000.0, 46000.0, 30000.0]
+    lat = [1.0, 1.6, 0.7, 1.3, 0.9, 1.0, 1.0, 1.0]          # 33 %: not a quiet figure
+    ids = []
+    for k, (t, v) in enumerate(zip(triad, lat)):
+        rid = f"2026112{k}T020000Z"
+        tcs = [case("StreamBandwidth", "Triad", t, "MB/s"), case("OsuLatency", "latency", v, "us")]
+        if k == 7:      # beside other processes: not a clean night
+            tcs[0]["node_load"] = {"load": 3.0, "cpus": 2, "other_cores": 1.5, "busiest": []}
+        write_run(store, "local", rid, tcs, started=rid,
+                  samples={0: {"Triad": [t] * 3}, 1: {"latency": [v] * 3}})
+        ids.append(rid)
+    cap = hpc_health(root, "reference", "capture", "--site", "local", "--from",
+                     ",".join(ids[:5]), "--write")
+    assert cap.returncode == 0, cap.stdout + cap.stderr
+    (row,) = later_spread.walk(root, store)
+    assert row["figure"] == "StreamBandwidth local:default/gnu-mpi/Triad"
+    ref = references.load_raw(root / "reference" / "local.yaml")["StreamBandwidth"][
+        "local:default"]["gnu-mpi"]["Triad"][0]
+    assert row["five"] < 0.10
+    assert row["devs"] == [round(math.log(x / ref), 5) for x in (40000.0, 46000.0)], (row, ref)
+    # -11 % on a figure of 1.6 % spread is beyond any bound its spread gives
+    assert row["failed_own"] == row["failed_judged"] == 1
+    said = later_spread.table({"code": "abc", "walks": ["walk 1 (captured at def)"],
+                               "rows": [row]})
+    assert "| not weak | 1 | 2 |" in said or "| weak at capture | 1 | 2 |" in said, said
