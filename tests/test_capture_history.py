@@ -228,6 +228,15 @@ def test_a_figure_that_cannot_gate_says_what_change_could_be_caught_as_a_person_
     assert share and 0.0 < float(share.group(1)) <= 10.0, said["file_stat"]
 
 
+def test_the_least_change_beyond_reach_is_said_without_exponents():
+    from hpc_health.store.capture import beyond_reach
+    assert beyond_reach(33.6, "lower") == "a rise to 34.6 times its reference or more"
+    assert beyond_reach(1888.4, "lower") == "a rise to 1889 times its reference or more"
+    assert beyond_reach(0.997, "higher") == "a fall to 0.3 % of its reference or below"
+    assert beyond_reach(0.94, "higher") == "a fall to 6 % of its reference or below"
+    assert beyond_reach(1.0 - 1e-7, "higher") == "a fall to under 0.01 % of its reference"
+
+
 def test_capture_from_two_runs_promises_no_more_than_it_can_keep(tmp_path):
     """Two stored runs gave STREAM +-17 % bounds while only a 100 % change
     could fail.  The bounds are now the test's, and where the test could

@@ -315,8 +315,12 @@ def beyond_reach(worse: float, direction: str) -> str:
     reads it: a time 35 times its reference, not "3362 % worse"; a
     bandwidth falling to 0.3 % of its reference, not "100 % worse"."""
     if direction == stats.LOWER:
-        return f"a rise to {1.0 + worse:.3g} times its reference or more"
-    return f"a fall to {100.0 * (1.0 - worse):.2g} % of its reference or below"
+        times = 1.0 + worse
+        said = f"{times:.0f}" if times >= 1000 else f"{times:.3g}"
+        return f"a rise to {said} times its reference or more"
+    share = 100.0 * (1.0 - worse)
+    return (f"a fall to {share:.2g} % of its reference or below" if share >= 0.01 else
+            "a fall to under 0.01 % of its reference")
 
 
 #: A time cannot be more than 100 % better: past that, the better side of a
