@@ -97,6 +97,32 @@ def test_a_retest_that_found_the_loss_shrunk_beyond_the_noise_withdraws_it():
     assert grew.verdict == "DEGRADED" and grew.retest == "confirmed"
 
 
+def test_a_loss_that_shrank_on_a_node_busy_on_both_measurements_is_confirmed():
+    """Newcomer walk 15, night 12: two memory-copy hogs took 41.7 % of the
+    1-thread Triad on its night and 30.2 % on its retest, against a bound of
+    -9.1 % (spread 2.1 %): the shrinkage test called it an episode ending.
+    The hogs were there on both; their share moves minute to minute."""
+    note = "node busy: load 2.8 on 2 cores; other processes used 1.0 cores (memhog)"
+
+    def night(deviation, one_night, busy):
+        m = _m("triad_1t", 38855 * (1 + deviation))
+        m.better, m.busy = "higher", note if busy else ""
+        return Verdict(m, "DEGRADED", deviation=deviation,
+                       reason=f"{deviation:+.1%} on one night" + (f"; {note}" if busy else ""),
+                       method="gate", one_night=one_night,
+                       retest_shrink=4.2 * 0.021 * 2 ** 0.5 if one_night else None)
+
+    (v,) = confirm.combine([night(-0.417, True, True)], [night(-0.302, False, True)])
+    assert (v.verdict, v.retest) == ("DEGRADED", "confirmed")
+    assert v.reason == f"-41.7% on one night; confirmed by its retest (-30.2 %); {note}"
+    # Busy on its night but not on its retest: the shrinkage test is asked.
+    (v,) = confirm.combine([night(-0.417, True, True)], [night(-0.302, False, False)])
+    assert (v.verdict, v.retest) == ("PASS", "withdrawn")
+    # and on a quiet node, as before
+    (v,) = confirm.combine([night(-0.417, True, False)], [night(-0.302, False, False)])
+    assert (v.verdict, v.retest) == ("PASS", "withdrawn")
+
+
 def test_what_the_retest_said_comes_before_a_busy_nodes_note():
     busy = "-34.4 % on one night; node busy: load 2.8 on 2 cores; other processes used 1.0"
     (v,) = confirm.combine([_v("DEGRADED", -0.344, True, reason=busy)],
