@@ -23,28 +23,30 @@ nights are minutes apart, not a day.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import subprocess
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from hpc_health import stats
 from hpc_health.judge import gating
 from hpc_health.model import results
 from hpc_health.stats import gate
 from hpc_health.stats.constants import to_log
-from hpc_health.store import capture
+from hpc_health.store import capture, references
 
 SITE = "local"
 #: The five-run spread below which issue 43 asks for a reference that is not weak.
 QUIET = 0.10
 
 
+@functools.cache
 def _figures(run_dir: Path) -> tuple[dict, bool]:
-    """(key -> (unit, samples), whether any figure ran on a busy node) of a stored run."""
+    """(key -> (unit, samples, better), whether any figure ran on a busy
+    node) of a stored run."""
     out, busy = {}, False
     for m in results.measurements(results.load_report(run_dir / "report.json")):
         busy = busy or bool(m.busy)
@@ -55,11 +57,18 @@ def _figures(run_dir: Path) -> tuple[dict, bool]:
     return out, busy
 
 
-def _log(unit: str, samples: list, _better: str | None = None) -> float | None:
-    try:
-        return float(stats.night_logs([samples], unit)[0])
-    except (ValueError, stats.NoReference):
-        return None
+def _logs(runs: list[Path], key: tuple[str, str]) -> list[float]:
+    """The figure's log of each run that measured it."""
+    out = []
+    for run in runs:
+        found = _figures(run)[0].get(key)
+        if found is None:
+            continue
+        try:
+            out.append(float(stats.night_logs([found[1]], found[0])[0]))
+        except (ValueError, stats.NoReference):
+            continue        # a run whose samples measure nothing (all 0)
+    return out
 
 
 def _leaf(doc: dict, test: str, path: str) -> list | None:
@@ -74,43 +83,31 @@ def _leaf(doc: dict, test: str, path: str) -> list | None:
 
 def walk(root: Path, store: Path) -> list[dict]:
     """One row per quiet figure: its spreads and its clean nights' deviations."""
-    doc = yaml.safe_load((root / "reference" / f"{SITE}.yaml").read_text())
-    runs_dir = store / "runs" / SITE
-    stored = sorted(p for p in runs_dir.iterdir() if (p / "report.json").exists())
+    path_ = root / "reference" / f"{SITE}.yaml"
+    doc, refs = references.load_raw(path_), references.load(path_)
+    # What a night's verdicts divide the budget by (the local site gives no weights).
+    shares = gating.shares(gating.gated_families(refs))
+    stored = sorted(p for p in (store / "runs" / SITE).iterdir() if (p / "report.json").exists())
     rows = []
-    cache: dict = {}
-    # The local site gives no budget_weights: each gated check an equal share.
-    checks = float(len({(t, p.split("/")[0]) for t, figs in doc.get("$provenance", {}).items()
-                        for p, prov in figs.items() if "night_spread" in prov}))
-
-    def figures(run: Path) -> tuple[dict, bool]:
-        if run not in cache:
-            cache[run] = _figures(run)
-        return cache[run]
-
-    for test, figs in doc.get("$provenance", {}).items():
+    for test, figs in refs.provenance.items():
         for path, prov in figs.items():
-            leaf = _leaf(doc, test, path)
-            noise = gating.noise_of(prov)
+            leaf, noise, key = _leaf(doc, test, path), gating.noise_of(prov), (test, path)
             if leaf is None or noise is None or not isinstance(prov.get("runs"), list):
                 continue
             base = [r for r in stored if r.name in prov["runs"]]
-            logs = [_log(*figures(r)[0][(test, path)]) for r in base
-                    if (test, path) in figures(r)[0]]
-            logs = [x for x in logs if x is not None]
+            logs = _logs(base, key)
             if len(logs) < 5 or np.std(logs, ddof=1) >= QUIET:
                 continue
-            after = [r for r in stored if r.name > max(prov["runs"]) and not figures(r)[1]]
-            ref = math.log(float(leaf[0]))
-            devs = [x - ref for x in (_log(*figures(r)[0][(test, path)]) for r in after
-                                       if (test, path) in figures(r)[0]) if x is not None]
+            after = [r for r in stored if r.name > max(prov["runs"]) and not _figures(r)[1]]
+            devs = [x - math.log(float(leaf[0])) for x in _logs(after, key)]
             if not devs:
                 continue
-            better = figures(base[0])[0][(test, path)][2]
+            better = _figures(base[0])[0][key][2]
             alone = gating.noise_of({k: v for k, v in prov.items()
                                      if k not in ("prior_spread", "prior_df")})
             assert alone is not None
             worse = [d if better == stats.LOWER else -d for d in devs]
+            checks = shares(test)
             rows.append({"figure": f"{test} {path}", "weak": "weak" in prov,
                          "five": float(np.std(logs, ddof=1)), "own": float(prov["night_spread"]),
                          "judged": noise.spread, "runs": noise.runs,
