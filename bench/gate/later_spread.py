@@ -83,8 +83,8 @@ def _leaf(doc: dict, test: str, path: str) -> list | None:
 
 def walk(root: Path, store: Path) -> list[dict]:
     """One row per quiet figure: its spreads and its clean nights' deviations."""
-    path_ = root / "reference" / f"{SITE}.yaml"
-    doc, refs = references.load_raw(path_), references.load(path_)
+    ref_file = root / "reference" / f"{SITE}.yaml"
+    doc, refs = references.load_raw(ref_file), references.load(ref_file)
     # What a night's verdicts divide the budget by (the local site gives no weights).
     shares = gating.shares(gating.gated_families(refs))
     stored = sorted(p for p in (store / "runs" / SITE).iterdir() if (p / "report.json").exists())
