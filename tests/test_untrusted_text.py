@@ -231,6 +231,25 @@ def test_a_stop_signal_while_python_imports_the_command_prints_no_traceback(tmp_
 
 
 
+def test_a_stop_while_click_parses_the_command_line_exits_128_plus_the_signal(tmp_path):
+    """CI at 84f848b: a SIGINT that came after the imports but before the
+    command's own handling of a stop made click say "Aborted!" and exit 1,
+    the code of a failing night.  Here the signal comes while click builds
+    the command's context, every time."""
+    root = make_root(tmp_path, references=False)
+    code = ("import os, signal, time, hpc_health.cli.main as m\n"
+            "make = m.cli.make_context\n"
+            "def slow(*a, **k):\n"
+            "    os.kill(os.getpid(), signal.SIGINT); time.sleep(2)\n"
+            "    return make(*a, **k)\n"
+            "m.cli.make_context = slow\n"
+            "import sys; sys.argv = ['hpc-health', 'runs', '--site', 'local']\n"
+            "m.main()\n")
+    res = subprocess.run([sys.executable, "-c", code], env=environ(root), capture_output=True,
+                         timeout=60)
+    assert res.returncode == 130 and b"Aborted" not in res.stderr, (res.returncode, res.stderr)
+
+
 def test_a_run_dated_in_the_future_does_not_hide_tonights_drift(tmp_path, monkeypatch):
     from types import SimpleNamespace
 

@@ -15,8 +15,17 @@ from hpc_health.render import escape
 class ErrorGroup(click.Group):
     """Turns configuration errors into one clear line and exit code 2."""
 
+    #: Set by the command's ``main``: the quiet stops it armed
+    #: (:func:`hpc_health.cli.quiet_stops`), kept until here, where a stop
+    #: is caught; click would say "Aborted!" and exit 1 for one that came
+    #: while it parsed the command line.
+    restore_stops = None
+
     def invoke(self, ctx):
         try:
+            restore, ErrorGroup.restore_stops = ErrorGroup.restore_stops, None
+            if restore is not None:
+                restore()
             return super().invoke(ctx)
         except KeyboardInterrupt:
             # Click would say "Aborted!" and exit 1: a stop is 128 + SIGINT.

@@ -81,5 +81,8 @@ def tolerant_streams():
 
 
 def main():
+    # Quiet again until the command's own handling of a stop begins
+    # (ErrorGroup.invoke): a stop while click parses is 128 + its number too.
+    ErrorGroup.restore_stops = quiet_stops()
     tolerant_streams()
     cli(prog_name="hpc-health")
