@@ -189,6 +189,20 @@ def test_figures_that_measure_nothing_get_no_reference():
             st.propose_reference(runs, "s", LOWER)
 
 
+def test_an_overlap_of_none_is_not_called_a_timer_too_coarse():
+    # osu_iallreduce's overlap in newcomer walk 16: 0 % on three of five
+    # runs.  OSU prints 0 % when nothing overlapped; no timer missed it.
+    runs = [[0.0, 0.0, 0.0]] * 3 + [[12.3, 10.1, 11.0], [9.0, 8.2, 7.5]]
+    with pytest.raises(st.NoReference) as err:
+        st.night_logs(runs, "%")
+    assert str(err.value).startswith("a share of none (0 %: nothing overlapped) on 3 of 5 runs")
+    assert "timer" not in str(err.value)
+    with pytest.raises(st.NoReference, match="a share of none"):
+        st.night_logs([[0.0, 0.0, 0.0]] * 5, "%")
+    with pytest.raises(st.NoReference, match="below the timer's resolution on 3 of 5"):
+        st.night_logs([[0.0, 0.0, 0.0]] * 3 + [[1.2, 1.1, 1.0]] * 2, "s")
+
+
 def test_single_sample_runs_are_flagged():
     v = SERIES["osu_bw_4MiB"]["values"]
     assert "wild sample" in st.propose_reference(runs_of(v, 1), "MB/s", HIGHER).note

@@ -184,6 +184,16 @@ def _proposal_notes(raw: float, cap: float, direction: str, resolution: float, r
     return notes
 
 
+def measures_nothing(unit: str, step: bool = False) -> str:
+    """Why a figure at 0, or within a printed step of it, measures nothing:
+    a time is below its timer's resolution; a share (``%``: OSU's overlap of
+    a non-blocking collective with computation) of 0 is none at all -- OSU
+    prints 0 % when nothing overlapped, which no timer could have missed."""
+    if unit != "%":
+        return "below the timer's resolution"
+    return "below its printed resolution" if step else "a share of none (0 %: nothing overlapped)"
+
+
 def night_logs(samples_by_run: Sequence[Sequence[float]], unit: str) -> np.ndarray:
     """Each baseline run's figure (:func:`location` of its samples), as a log:
     the nights the gate's spread and level come from.  Raises
@@ -195,7 +205,7 @@ def night_logs(samples_by_run: Sequence[Sequence[float]], unit: str) -> np.ndarr
     if zero:
         # A run whose figure is 0 is a night the timer did not see: on the
         # log scale its distance from any level is infinite.
-        raise NoReference(f"below the timer's resolution on {len(zero)} of {len(runs)} runs "
+        raise NoReference(f"{measures_nothing(unit)} on {len(zero)} of {len(runs)} runs "
                           f"(their figure is 0 {unit})")
     return logs
 
@@ -210,13 +220,13 @@ def _measuring(samples_by_run: Sequence[Sequence[float]], unit: str,
         raise ValueError("no finite baseline samples")
     allx = np.concatenate(runs)
     if not np.any(allx != 0):
-        raise NoReference(f"below the timer's resolution: all {allx.size} samples are 0 {unit}")
+        raise NoReference(f"{measures_nothing(unit)}: all {allx.size} samples are 0 {unit}")
     value = location(allx)
     if not value > 0:
-        raise NoReference(f"below the timer's resolution: its samples are 0 {unit} or less "
+        raise NoReference(f"{measures_nothing(unit)}: its samples are 0 {unit} or less "
                           f"(location {value:.3g} {unit})")
     step = printed_step(allx)
     if step / value > cap:
-        raise NoReference(f"below the timer's resolution: one printed step ({step:.3g} {unit}) "
+        raise NoReference(f"{measures_nothing(unit, step=True)}: one printed step ({step:.3g} {unit}) "
                           f"is {step / value:.0%} of the value {value:.3g} {unit}")
     return runs, allx, value, step

@@ -35,8 +35,8 @@ AUTOCORRELATION_RUNS = 6
 #: smallest change any verdict here acts on (BOUND_FLOOR).
 BROAD_MIN_CHANGE = 0.03
 #: Why a figure with samples of 0 is not compared.
-UNMEASURABLE = ("unmeasurable: samples of 0 (below its timer's resolution): the change of a "
-                "figure that measures nothing cannot be given")
+UNMEASURABLE = ("unmeasurable: samples of 0 (a time below its timer's resolution, or a share "
+                "of none): the change of a figure that measures nothing cannot be given")
 
 
 @dataclass
