@@ -237,6 +237,32 @@ def test_the_least_change_beyond_reach_is_said_without_exponents():
     assert beyond_reach(1.0 - 1e-7, "higher") == "a fall to under 0.01 % of its reference"
 
 
+def test_a_weak_reference_says_its_change_as_a_person_reads_it(tmp_path):
+    """Walk 16's halo times were weak with 'catches a change 569% worse by
+    its 3rd night (5560% on one night ...)'.  A time past a doubling is
+    said in times of its reference, a bandwidth as a fall."""
+    from hpc_health.store.capture import change_said
+    assert change_said(5.69, "lower") == "a rise to 6.69 times its reference"
+    assert change_said(0.57, "lower") == "a rise of 57%"
+    assert change_said(0.36, "higher") == "a fall of 36%"
+    root = make_root(tmp_path, references=False)
+    store = root.parent / "store"
+    lat = [0.4, 0.55, 0.3, 0.7, 0.5]
+    ids = []
+    for k in range(5):
+        rid = f"2026112{k}T020000Z"
+        write_run(store, "local", rid, [case("BarrierLatency", "median_n2", lat[k], "us")],
+                  started=rid, samples={0: {"median_n2": [lat[k]] * 3}})
+        ids.append(rid)
+    res = hpc_health(root, "reference", "capture", "--site", "local", "--from", ",".join(ids))
+    line = [x for x in res.stdout.splitlines() if " median_n2: " in x][0]
+    import re
+    said = re.search(r"WEAK: catches a rise to ([0-9.]+) times its reference by its 3rd night "
+                     r"\(a rise to ([0-9.]+) times its reference on one night; ", line)
+    assert said and 2.0 <= float(said.group(1)) < float(said.group(2)), line
+    assert "% worse" not in line
+
+
 def test_capture_from_two_runs_promises_no_more_than_it_can_keep(tmp_path):
     """Two stored runs gave STREAM +-17 % bounds while only a 100 % change
     could fail.  The bounds are now the test's, and where the test could

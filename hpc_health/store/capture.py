@@ -262,9 +262,9 @@ def _judged(nights, noise, provs, shares, budget, max_mdc):
             strong_after = gating.nights_to(fig, checks, budget, direction, max_mdc)
             later = gating.when_strong(strong_after, fig, max_mdc,
                                        base.levels is not None and not base.at_level)
-            prov["weak"] = (f"catches a change {sustained:.0%} worse by its {PERSIST_NIGHTS}rd night "
-                            f"({one:.0%} on one night; {_POWER_SAID}), above the site's reference_max_mdc "
-                            f"of {max_mdc:.0%}: {spread}; {later}")
+            prov["weak"] = (f"catches {change_said(sustained, direction)} by its {PERSIST_NIGHTS}rd "
+                            f"night ({change_said(one, direction)} on one night; {_POWER_SAID}), above "
+                            f"the site's reference_max_mdc of {max_mdc:.0%}: {spread}; {later}")
         # The file's bound is ReFrame's (the gate enforces tonight's own):
         # within what a reference file may hold.
         b = min(b, references.MAX_BOUND["upper"])
@@ -310,17 +310,28 @@ _POWER_SAID = f"{round(POWER * 5)} times in 5" if round(POWER * 5) == POWER * 5 
 MAX_ENFORCED = {stats.LOWER: 9.0, stats.HIGHER: 0.9}
 
 
+def change_said(worse: float, direction: str) -> str:
+    """A loss as a person reads it: a bandwidth's fall of 36 %, a time's
+    rise of 57 %, and past a doubling in times, not "5560 % worse"."""
+    if direction == stats.HIGHER:
+        return f"a fall of {worse:.0%}"
+    return f"a rise of {worse:.0%}" if worse < 1.0 else f"a rise to {_times(1.0 + worse)}"
+
+
 def beyond_reach(worse: float, direction: str) -> str:
     """The least change a figure that cannot gate could show, as a person
     reads it: a time 35 times its reference, not "3362 % worse"; a
     bandwidth falling to 0.3 % of its reference, not "100 % worse"."""
     if direction == stats.LOWER:
-        times = 1.0 + worse
-        said = f"{times:.0f}" if times >= 1000 else f"{times:.3g}"
-        return f"a rise to {said} times its reference or more"
+        return f"a rise to {_times(1.0 + worse)} or more"
     share = 100.0 * (1.0 - worse)
     return (f"a fall to {share:.2g} % of its reference or below" if share >= 0.01 else
             "a fall to under 0.01 % of its reference")
+
+
+def _times(times: float) -> str:
+    said = f"{times:.0f}" if times >= 1000 else f"{times:.3g}"
+    return f"{said} times its reference"
 
 
 #: A time cannot be more than 100 % better: past that, the better side of a
