@@ -10,7 +10,7 @@ from store_fixtures import case, write_run
 
 from hpc_health.judge import baselines, gating
 from hpc_health.judge.nights import Night
-from hpc_health.stats.levels import MIN_GAP, two_levels
+from hpc_health.stats.levels import MIN_GAP, split_as, two_levels, worse_runs
 from hpc_health.store import capture, references
 
 # StreamBandwidth Triad, MB/s: the host ran the two vCPUs on one core for
@@ -208,3 +208,50 @@ def test_runs_of_one_level_in_two_clumps_are_not_two_levels():
     spreads, but not two states of the node."""
     clumps = [[48000 * f * (1 + 0.001 * k) for k in range(5)] for f in (0.95, 0.96, 0.97, 1.03, 1.04)]
     assert two_levels(clumps) is None
+
+
+# Newcomer walk 17's baseline (2026-11-29): StreamBandwidth in runs 1-2 at
+# 57-64 GB/s, in runs 3-5 at 41-47.  Copy's gap showed two levels; Add's
+# and Triad's sample noise hid theirs (4.4-5.3 within-level SDs).
+W17_COPY = [[58761.3, 63806.0, 61567.8, 62815.3, 61905.2], [63285.7, 62242.9, 60728.8, 63788.1, 60648.1],
+            [42255.3, 40773.8, 42840.8, 41870.7, 42420.3], [42302.3, 44385.9, 43863.7, 41661.2, 44627.2],
+            [41006.8, 41994.0, 42739.7, 42374.6, 43304.3]]
+W17_TRIAD = [[64220.2, 63810.7, 62510.1, 62537.5, 57304.2], [62432.5, 59371.9, 56578.6, 61077.7, 59310.2],
+             [45977.3, 42571.2, 44026.8, 44126.7, 43419.1], [43423.5, 47452.4, 47032.5, 44623.7, 47048.0],
+             [44551.7, 44772.0, 44864.7, 43791.3, 45216.8]]
+
+
+def test_a_split_another_figure_of_the_same_runs_found_is_followed_where_the_samples_bear_it_out():
+    copy = two_levels(W17_COPY, direction="higher")
+    assert copy is not None and two_levels(W17_TRIAD, direction="higher") is None
+    worse = worse_runs(copy, W17_COPY, "higher")
+    assert worse == [False, False, True, True, True]
+    triad = split_as(W17_TRIAD, worse, "higher")
+    assert triad is not None and 44000 < triad.low < 45500 and 59000 < triad.high < 62000
+    assert [len(r) for r in triad.at_worse(W17_TRIAD, "higher")] == [0, 0, 5, 5, 5]
+    # A time of the same runs is worse where the bandwidth is lower.
+    times = [[1.0 / x for x in run] for run in W17_TRIAD]
+    assert split_as(times, worse, "lower") is not None
+    # A figure one level: the 1-thread Triad of walk 3, or Triad parted otherwise.
+    assert split_as(TRIAD_1T, worse, "higher") is None
+    assert split_as(W17_TRIAD, [False, True, False, True, True], "higher") is None
+
+
+def test_the_capture_judges_a_figure_at_the_levels_its_check_showed(tmp_path):
+    """Walk 17's capture: Copy at its worse level (MDC 19 %), Triad from
+    all five runs (+-74 %, weak).  Triad now follows Copy's split."""
+    root = make_root(tmp_path, references=False)
+    store = root.parent / "store"
+    ids = []
+    for k, (cp, tri) in enumerate(zip(W17_COPY, W17_TRIAD)):
+        rid = f"202611{k + 1:02d}T020000Z"
+        tc = case("StreamBandwidth", "Copy", sorted(cp)[2], "MB/s")
+        tc["perfvalues"]["local:default:Triad"] = [sorted(tri)[2], 0, None, None, "MB/s", "pass"]
+        tc["figure_better"]["Triad"] = "higher"
+        write_run(store, "local", rid, [tc], started=rid, samples={0: {"Copy": cp, "Triad": tri}})
+        ids.append(rid)
+    res = hpc_health(root, "reference", "capture", "--site", "local", "--from", ",".join(ids))
+    assert res.returncode == 0, res.stderr
+    (triad,) = [line for line in res.stdout.splitlines() if " Triad:" in line]
+    assert "judged at the worse of two levels" in triad and "from its 3 runs at it" in triad, triad
+    assert "WEAK" not in triad, triad

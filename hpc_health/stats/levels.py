@@ -108,3 +108,45 @@ def two_levels(samples_by_run: Sequence[Sequence[float]],
         return None
     return Levels(math.exp(float(logs[:i].mean())), math.exp(float(logs[i:].mean())),
                   i, n - i, math.exp((float(logs[i - 1]) + float(logs[i])) / 2.0))
+
+
+#: Empty gap between the levels, in pooled within-level SDs, for a figure
+#: whose runs another figure of the same check parted already (the same
+#: launches: a host state moves Copy, Scale, Add and Triad together).  The
+#: split is given, not searched for among the samples' gaps, so the gap a
+#: single level shows by chance is far smaller than :data:`MIN_GAP`'s;
+#: walk 17's Add and Triad showed 4.4-5.3 beside Copy's 7 (43-47 and
+#: 56-64 GB/s).  The levels' ratio is still asked (:data:`MIN_RATIO`).
+MIN_GAP_GIVEN = 3.0
+
+
+def worse_runs(levels: Levels, samples_by_run: Sequence[Sequence[float]],
+               direction: str) -> list[bool] | None:
+    """For each run, whether it was at the worse level; None unless every
+    run was at one level (a split another figure can follow)."""
+    at_worse = [bool(xs) for xs in levels.at_worse(samples_by_run, direction)]
+    if levels.pure_runs(samples_by_run) != len(samples_by_run):
+        return None
+    return at_worse
+
+
+def split_as(samples_by_run: Sequence[Sequence[float]], worse: Sequence[bool],
+             direction: str, resolution: float = 0.0) -> Levels | None:
+    """The two levels of a figure whose runs are parted as ``worse`` says
+    (another figure of the same launches found them), or None when its own
+    samples do not bear that out: each side's samples all beyond the other's,
+    :data:`MIN_GAP_GIVEN` within-level SDs apart and :data:`MIN_RATIO`."""
+    sides: list[list[float]] = [[], []]
+    for xs, bad in zip(samples_by_run, worse):
+        sides[bool(bad) == (direction == HIGHER)].extend(
+            math.log(x) for x in xs if x is not None and math.isfinite(x) and x > 0)
+    hi, lo = (np.array(s) for s in sides)
+    if min(lo.size, hi.size) < MIN_PER_LEVEL or lo.max() >= hi.min():
+        return None
+    within = math.sqrt((lo.var() * lo.size + hi.var() * hi.size) / (lo.size + hi.size - 2))
+    floor = max(MIN_SPREAD, resolution / math.sqrt(12.0))
+    if (hi.min() - lo.max()) / max(within, floor) < MIN_GAP_GIVEN \
+            or hi.mean() - lo.mean() < math.log(MIN_RATIO):
+        return None
+    return Levels(math.exp(float(lo.mean())), math.exp(float(hi.mean())), lo.size, hi.size,
+                  math.exp((float(lo.max()) + float(hi.min())) / 2.0))
