@@ -115,7 +115,7 @@ def two_levels(samples_by_run: Sequence[Sequence[float]],
 #: launches: a host state moves Copy, Scale, Add and Triad together).  The
 #: split is given, not searched for among the samples' gaps, so the gap a
 #: single level shows by chance is far smaller than :data:`MIN_GAP`'s;
-#: walk 17's Add and Triad showed 4.4-5.3 beside Copy's 7 (43-47 and
+#: walk 17's Add and Triad showed 5.5 and 4.7 beside Copy's 10.6 (41-47 and
 #: 56-64 GB/s).  The levels' ratio is still asked (:data:`MIN_RATIO`).
 MIN_GAP_GIVEN = 3.0
 
