@@ -29,7 +29,8 @@ def test_what_the_retest_said_comes_before_a_weak_references_note():
     weak = "+120 % on one night; weak reference: its MDC (67%) is above ..."
     withdrawn, = confirm.combine([_v("DEGRADED", 1.2, True, reason=weak)], [_v("PASS", -0.03)])
     assert withdrawn.reason.startswith("+120 % on one night, but -3.0 % on its retest minutes "
-                                       "later: an episode of the noise, not a loss that stayed; "
+                                       "later, within its bound: an episode of the noise, not a "
+                                       "loss that stayed; "
                                        "weak reference: its MDC (67%)"), withdrawn.reason
     confirmed, = confirm.combine([_v("DEGRADED", 1.2, True, reason=weak)],
                                  [_v("DEGRADED", 1.1, True)])
@@ -140,5 +141,5 @@ def test_a_withdrawn_failure_on_a_busy_node_is_not_called_noise():
     night.measurement.busy = note
     (v,) = confirm.combine([night], [_v("PASS", -0.04, variable="triad_1t")])
     assert (v.verdict, v.retest) == ("PASS", "withdrawn")
-    assert v.reason == ("-41.9 % on one night, but -4.0 % on its retest minutes later: a loss "
-                        f"that did not stay, while other processes used the node; {note}")
+    assert v.reason == ("-41.9 % on one night, but -4.0 % on its retest minutes later, within "
+                        f"its bound: not confirmed, while other processes used the node; {note}")
