@@ -5,12 +5,13 @@ capture says of a figure whose samples fall at two."""
 import dataclasses
 
 import numpy as np
+import pytest
 from sandbox import hpc_health, make_root
 from store_fixtures import case, write_run
 
 from hpc_health.judge import baselines, gating
 from hpc_health.judge.nights import Night
-from hpc_health.stats.levels import MIN_GAP, split_as, two_levels, worse_runs
+from hpc_health.stats.levels import MIN_GAP, split_as, two_levels, worse_launches
 from hpc_health.store import capture, references
 
 # StreamBandwidth Triad, MB/s: the host ran the two vCPUs on one core for
@@ -224,8 +225,8 @@ W17_TRIAD = [[64220.2, 63810.7, 62510.1, 62537.5, 57304.2], [62432.5, 59371.9, 5
 def test_a_split_another_figure_of_the_same_runs_found_is_followed_where_the_samples_bear_it_out():
     copy = two_levels(W17_COPY, direction="higher")
     assert copy is not None and two_levels(W17_TRIAD, direction="higher") is None
-    worse = worse_runs(copy, W17_COPY, "higher")
-    assert worse == [False, False, True, True, True]
+    worse = worse_launches(copy, W17_COPY, "higher")
+    assert worse == [[False] * 5, [False] * 5, [True] * 5, [True] * 5, [True] * 5]
     triad = split_as(W17_TRIAD, worse, "higher")
     assert triad is not None and 44000 < triad.low < 45500 and 59000 < triad.high < 62000
     assert [len(r) for r in triad.at_worse(W17_TRIAD, "higher")] == [0, 0, 5, 5, 5]
@@ -233,17 +234,44 @@ def test_a_split_another_figure_of_the_same_runs_found_is_followed_where_the_sam
     times = [[1.0 / x for x in run] for run in W17_TRIAD]
     assert split_as(times, worse, "lower") is not None
     # A figure one level: the 1-thread Triad of walk 3, or Triad parted otherwise.
-    assert split_as(TRIAD_1T, worse, "higher") is None
-    assert split_as(W17_TRIAD, [False, True, False, True, True], "higher") is None
+    assert split_as(TRIAD_1T, [[True] * len(r) for r in TRIAD_1T[:2]]
+                    + [[False] * len(r) for r in TRIAD_1T[2:]], "higher") is None
+    assert split_as(W17_TRIAD, [[False] * 5, [True] * 5, [False] * 5, [True] * 5, [True] * 5],
+                    "higher") is None
+    # Not the same launches (a run with a sample fewer): nothing to follow.
+    assert split_as([run[:4] for run in W17_TRIAD], worse, "higher") is None
 
 
-def test_the_capture_judges_a_figure_at_the_levels_its_check_showed(tmp_path):
+# Newcomer walk 18's baseline (2026-11-29): its second run switched state
+# between launches (1, 2 and 5 at 65-70 GB/s, 3 and 4 at 45), so a split by
+# run could not be carried over; Add's own gap was 3.7 within-level SDs.
+W18_COPY = [[44691.9, 45394.3, 45004.0, 44677.9, 43856.9], [69725.6, 64652.1, 44869.5, 44444.7, 69530.1],
+            [77382.5, 76016.2, 75453.1, 74952.4, 78382.0], [47692.4, 47652.6, 47436.6, 47519.6, 47668.5],
+            [46871.4, 46871.4, 47140.6, 47353.9, 46944.7]]
+W18_ADD = [[47201.1, 46885.6, 47875.9, 46799.7, 46838.1], [66711.2, 60906.0, 47414.3, 47575.1, 72163.1],
+           [76205.7, 73711.1, 72008.2, 71577.5, 74264.5], [49872.5, 50308.0, 49945.3, 50240.0, 50502.5],
+           [49750.7, 49316.3, 49829.0, 49890.0, 49726.2]]
+
+
+def test_a_split_is_followed_launch_by_launch_when_a_run_switched_state_within_it():
+    copy = two_levels(W18_COPY, direction="higher")
+    assert copy is not None and two_levels(W18_ADD, direction="higher") is None
+    assert copy.pure_runs(W18_COPY) == 4
+    add = split_as(W18_ADD, worse_launches(copy, W18_COPY, "higher"), "higher")
+    assert add is not None and 48000 < add.low < 49500
+    assert [len(r) for r in add.at_worse(W18_ADD, "higher")] == [5, 2, 0, 5, 5]
+
+
+@pytest.mark.parametrize("copy, other, runs", [(W17_COPY, W17_TRIAD, 3), (W18_COPY, W18_ADD, 4)],
+                         ids=["walk17-by-run", "walk18-by-launch"])
+def test_the_capture_judges_a_figure_at_the_levels_its_check_showed(tmp_path, copy, other, runs):
     """Walk 17's capture: Copy at its worse level (MDC 19 %), Triad from
-    all five runs (+-74 %, weak).  Triad now follows Copy's split."""
+    all five runs (+-74 %, weak); walk 18's Add from all five (MDC 50 %)
+    beside Copy at its worse level.  Each now follows Copy's split."""
     root = make_root(tmp_path, references=False)
     store = root.parent / "store"
     ids = []
-    for k, (cp, tri) in enumerate(zip(W17_COPY, W17_TRIAD)):
+    for k, (cp, tri) in enumerate(zip(copy, other)):
         rid = f"202611{k + 1:02d}T020000Z"
         tc = case("StreamBandwidth", "Copy", sorted(cp)[2], "MB/s")
         tc["perfvalues"]["local:default:Triad"] = [sorted(tri)[2], 0, None, None, "MB/s", "pass"]
@@ -253,5 +281,6 @@ def test_the_capture_judges_a_figure_at_the_levels_its_check_showed(tmp_path):
     res = hpc_health(root, "reference", "capture", "--site", "local", "--from", ",".join(ids))
     assert res.returncode == 0, res.stderr
     (triad,) = [line for line in res.stdout.splitlines() if " Triad:" in line]
-    assert "judged at the worse of two levels" in triad and "from its 3 runs at it" in triad, triad
+    assert "judged at the worse of two levels" in triad and f"from its {runs} runs at it" in triad, \
+        triad
     assert "WEAK" not in triad, triad

@@ -61,8 +61,10 @@ def test_the_index_is_built_alone_then_two_at_a_time(tmp_path):
     others = [(t0[1], t1[1]) for name in ("ior", "kernels", "osu")
               for t0, t1 in [ev[name][:2]]]
     assert all(start >= first[1][1] for start, _ in others)
-    assert ev["ior"][0][1] <= min(start for start, _ in others)
-    assert first[2][1] >= max(start for start, _ in others)
+    # The order they were started in, as the parent saw it: the children's
+    # own clocks may run late under load (two shells started together).
+    started = [line.split(":")[0].strip() for line in said if line.endswith(": building")]
+    assert started == [b.name for b in builds]
     # Never more than two at once.
     spans = others + [(first[2][1], first[3][1])]
     for at, _ in spans:

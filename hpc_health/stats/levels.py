@@ -111,35 +111,42 @@ def two_levels(samples_by_run: Sequence[Sequence[float]],
 
 
 #: Empty gap between the levels, in pooled within-level SDs, for a figure
-#: whose runs another figure of the same check parted already (the same
-#: launches: a host state moves Copy, Scale, Add and Triad together).  The
-#: split is given, not searched for among the samples' gaps, so the gap a
-#: single level shows by chance is far smaller than :data:`MIN_GAP`'s;
-#: walk 17's Add and Triad showed 5.5 and 4.7 beside Copy's 10.6 (41-47 and
-#: 56-64 GB/s).  The levels' ratio is still asked (:data:`MIN_RATIO`).
+#: whose launches another figure of the same check parted already (one
+#: launch prints STREAM's four kernels, and a host state moves them
+#: together).  The split is given, not searched for among the samples' gaps,
+#: so the gap a single level shows by chance is far smaller than
+#: :data:`MIN_GAP`'s; walk 17's Add and Triad showed 5.5 and 4.7 beside
+#: Copy's 10.6 (41-47 and 56-64 GB/s).  The levels' ratio is still asked
+#: (:data:`MIN_RATIO`).
 MIN_GAP_GIVEN = 3.0
 
 
-def worse_runs(levels: Levels, samples_by_run: Sequence[Sequence[float]],
-               direction: str) -> list[bool] | None:
-    """For each run, whether it was at the worse level; None unless every
-    run was at one level (a split another figure can follow)."""
-    at_worse = [bool(xs) for xs in levels.at_worse(samples_by_run, direction)]
-    if levels.pure_runs(samples_by_run) != len(samples_by_run):
-        return None
-    return at_worse
+def worse_launches(levels: Levels, samples_by_run: Sequence[Sequence[float]],
+                   direction: str) -> list[list[bool | None]]:
+    """For each run, for each of its launches (samples in launch order),
+    whether that launch was at the worse level (None: no finite sample).
+    A run may mix the levels: walk 18's second run had launches 1, 2 and 5
+    at 65-70 GB/s and 3-4 at 45."""
+    on_low = direction == HIGHER
+    return [[(x < levels.cut) == on_low if x is not None and math.isfinite(x) and x > 0
+             else None for x in xs] for xs in samples_by_run]
 
 
-def split_as(samples_by_run: Sequence[Sequence[float]], worse: Sequence[bool],
+def split_as(samples_by_run: Sequence[Sequence[float]], worse: Sequence[Sequence[bool | None]],
              direction: str, resolution: float = 0.0) -> Levels | None:
-    """The two levels of a figure whose runs are parted as ``worse`` says
-    (another figure of the same launches found them), or None when its own
-    samples do not bear that out: each side's samples all beyond the other's,
-    :data:`MIN_GAP_GIVEN` within-level SDs apart and :data:`MIN_RATIO`."""
+    """The two levels of a figure whose launches are parted as ``worse``
+    says (another figure of the same launches found them, labels from
+    :func:`worse_launches`), or None when the launches do not match or its
+    own samples do not bear that out: each side's samples all beyond the
+    other's, :data:`MIN_GAP_GIVEN` within-level SDs apart and
+    :data:`MIN_RATIO`."""
+    if [len(xs) for xs in samples_by_run] != [len(ws) for ws in worse]:
+        return None     # not the same launches: a split cannot be carried over
     sides: list[list[float]] = [[], []]
-    for xs, bad in zip(samples_by_run, worse):
-        sides[bool(bad) == (direction == HIGHER)].extend(
-            math.log(x) for x in xs if x is not None and math.isfinite(x) and x > 0)
+    for xs, labels in zip(samples_by_run, worse):
+        for x, bad in zip(xs, labels):
+            if bad is not None and x is not None and math.isfinite(x) and x > 0:
+                sides[bad == (direction == HIGHER)].append(math.log(x))
     hi, lo = (np.array(s) for s in sides)
     if min(lo.size, hi.size) < MIN_PER_LEVEL or lo.max() >= hi.min():
         return None

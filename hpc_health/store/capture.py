@@ -26,8 +26,9 @@ from hpc_health.errors import ConfigError
 from hpc_health.judge import baselines, gating
 from hpc_health.model import results
 from hpc_health.site import hardware
+from hpc_health.stats.constants import BETTER_MAX
 from hpc_health.stats.gate import FALSE_ALARM_BUDGET, PERSIST_NIGHTS, POWER
-from hpc_health.stats.levels import split_as, two_levels, worse_runs
+from hpc_health.stats.levels import split_as, two_levels, worse_launches
 from hpc_health.store import references
 
 
@@ -182,22 +183,27 @@ def _measured(found: dict[Any, Any]) -> tuple[dict[Any, Any], dict[Any, Any]]:
 def _share_levels(ready: dict[Any, Any]) -> None:
     """A figure whose samples did not show two levels on their own takes
     them from another figure of the same test case, measured in the same
-    runs, that did (every run at one level), when its own samples bear out
-    that split (:func:`split_as`): on this guest a host state moves all of
-    STREAM's kernels at once, but Add's and Triad's sample noise hid the
-    gap that Copy's showed (walk 17: 77 weak references, STREAM's all-core
-    Triad among them at +-74 %)."""
-    parted: dict[Any, tuple[list[str], list[bool], str]] = {}
+    launches, that did, when its own samples bear out that split
+    (:func:`split_as`): on this guest a host state moves all of STREAM's
+    kernels at once, but Add's and Triad's sample noise hid the gap that
+    Copy's showed (walk 17: 77 weak references, STREAM's all-core Triad among
+    them at +-74 %).  The split is by launch, not by run: one launch prints
+    every kernel, and a run can switch state between its launches."""
+    parted: dict[Any, list[tuple[list[str], list[list[Any]], str]]] = {}
     for key, (entry, _, _, _, levels) in ready.items():
-        worse = levels and worse_runs(levels, entry["samples_by_run"], entry["better"])
-        if worse and (key[0], key[2]) not in parted:
-            parted[(key[0], key[2])] = (list(entry["runs"]), worse, entry["better"])
+        if levels is not None:
+            parted.setdefault((key[0], key[2]), []).append(
+                (list(entry["runs"]), worse_launches(levels, entry["samples_by_run"],
+                                                     entry["better"]), entry["better"]))
     for key, (entry, prov, logs, resolution, levels) in ready.items():
-        given = parted.get((key[0], key[2]))
-        if levels is None and given and given[0] == list(entry["runs"]) \
-                and given[2] == entry["better"]:
-            mine = split_as(entry["samples_by_run"], given[1], entry["better"], resolution)
-            ready[key] = (entry, prov, logs, resolution, mine)
+        if levels is not None:
+            continue
+        for runs, worse, better in parted.get((key[0], key[2]), []):
+            mine = (split_as(entry["samples_by_run"], worse, better, resolution)
+                    if runs == list(entry["runs"]) and better == entry["better"] else None)
+            if mine is not None:
+                ready[key] = (entry, prov, logs, resolution, mine)
+                break
 
 
 def _gated(nights: dict[Any, Any], provs: dict[Any, Any], budget: float,
@@ -315,10 +321,10 @@ def _leaf_bounds(b: float, base: baselines.Baseline) -> tuple[float, float]:
     if base.at_level:
         ratio = base.levels.high / base.levels.low
         better = (ratio * (1 + b) - 1 if base.direction == stats.HIGHER
-                  else 1 - (1 - min(b, _BETTER_MAX)) / ratio)
+                  else 1 - (1 - min(b, BETTER_MAX)) / ratio)
     if base.direction == stats.HIGHER:
-        return -min(b, _BETTER_MAX), min(better, references.MAX_BOUND["upper"])
-    return -min(better, _BETTER_MAX), b
+        return -min(b, BETTER_MAX), min(better, references.MAX_BOUND["upper"])
+    return -min(better, BETTER_MAX), b
 
 
 def _opposite(direction: str) -> str:
@@ -365,10 +371,6 @@ def _times(times: float) -> str:
     said = f"{times:.0f}" if times >= 1000 else f"{times:.3g}"
     return f"{said} times its reference"
 
-
-#: A time cannot be more than 100 % better: past that, the better side of a
-#: wide bound says nothing (and would print a negative time).
-_BETTER_MAX = 0.99
 
 #: A baseline run during which other processes used this share of the node
 #: or more measured them, not the machine: left out of the capture.
