@@ -189,18 +189,17 @@ def _share_levels(ready: dict[Any, Any]) -> None:
     Copy's showed (walk 17: 77 weak references, STREAM's all-core Triad among
     them at +-74 %).  The split is by launch, not by run: one launch prints
     every kernel, and a run can switch state between its launches."""
-    parted: dict[Any, list[tuple[list[str], list[list[Any]], str]]] = {}
+    parted: dict[Any, list[tuple[list[str], list[list[bool | None]]]]] = {}
     for key, (entry, _, _, _, levels) in ready.items():
         if levels is not None:
-            parted.setdefault((key[0], key[2]), []).append(
+            parted.setdefault((key[0], key[2], entry["better"]), []).append(
                 (list(entry["runs"]), worse_launches(levels, entry["samples_by_run"],
-                                                     entry["better"]), entry["better"]))
+                                                     entry["better"])))
     for key, (entry, prov, logs, resolution, levels) in ready.items():
-        if levels is not None:
-            continue
-        for runs, worse, better in parted.get((key[0], key[2]), []):
-            mine = (split_as(entry["samples_by_run"], worse, better, resolution)
-                    if runs == list(entry["runs"]) and better == entry["better"] else None)
+        given = parted.get((key[0], key[2], entry["better"]), []) if levels is None else []
+        for runs, worse in given:
+            mine = (split_as(entry["samples_by_run"], worse, entry["better"], resolution)
+                    if runs == list(entry["runs"]) else None)
             if mine is not None:
                 ready[key] = (entry, prov, logs, resolution, mine)
                 break
