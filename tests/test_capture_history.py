@@ -318,3 +318,36 @@ def test_capture_leaves_out_baseline_runs_measured_on_a_busy_node(tmp_path):
     r = _refs(root).lookup("BarrierLatency", "local:default", "gnu-mpi", {}, "mpi_init")
     assert r.value == pytest.approx(0.25, rel=0.03) and r.provenance["runs"] == \
         [i for i in ids if i != ids[1]]
+
+
+def test_a_capture_of_one_check_leaves_the_others_and_their_share_of_the_budget(tmp_path):
+    """`--check` (the DRIFTING night's re-baseline): only that check's
+    references change, and its figures are judged under the budget shared
+    by every gated check of the file, as the nightly run shares it, not as
+    if they were the site's only check."""
+    root = make_root(tmp_path, references=False)
+    ids = _runs(root, TRIAD, LAT)
+    first, later = ",".join(ids[:5]), ",".join(ids[5:])
+    assert hpc_health(root, "reference", "capture", "--write", "--from", first).returncode == 0
+    before = yaml.safe_load((root / "reference" / "local.yaml").read_text())
+    whole = hpc_health(root, "reference", "capture", "--from", later)
+
+    res = hpc_health(root, "reference", "capture", "--check", "OsuPointToPoint", "--write",
+                     "--from", later)
+    assert res.returncode == 0, res.stdout + res.stderr
+    after = yaml.safe_load((root / "reference" / "local.yaml").read_text())
+    assert after["StreamTriadScaling"] == before["StreamTriadScaling"]
+    assert after["$provenance"]["StreamTriadScaling"] == before["$provenance"]["StreamTriadScaling"]
+    lat = _refs(root).lookup("OsuPointToPoint", "local:default", "gnu-mpi",
+                             {"placement": "intra"}, "latency_4KiB")
+    assert lat.provenance["runs"] == ids[5:]
+    # The same MDC as the capture of both checks from the same runs prints.
+    mdc = [line.split("MDC ")[1].split("%")[0] for line in whole.stdout.splitlines()
+           if "latency_4KiB" in line]
+    assert [f"{100 * lat.provenance['mdc']:.0f}"] == mdc, whole.stdout
+    assert "StreamTriadScaling" not in res.stdout
+
+    wrong = hpc_health(root, "reference", "capture", "--check", "Stream", "--from", later)
+    assert wrong.returncode == 2
+    assert "--check Stream: no figure of it in the chosen runs (they hold OsuPointToPoint, " \
+        "StreamTriadScaling)" in wrong.stderr

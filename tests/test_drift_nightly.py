@@ -63,8 +63,16 @@ def test_a_ten_percent_step_is_drifting_since_its_night_with_the_stack_change(
     assert f"stack changed at run {runs[15].run_id}" in line and " % \u00b1 " in line
 
     step = next_step(_Site, [], _NoBaseline(), Path("/x") / runs[-1].run_id, drifts=found)
-    assert f"--from {d.run}..{runs[-1].run_id} --write" in step
     assert "--check 'StreamTriadScaling' --var triad" in step
+    # The re-baseline captures the drifting figure's check alone, from the
+    # runs since: every other reference keeps the five nights it rests on.
+    assert "re-baseline its check from the runs since: " in step
+    assert step.endswith(" reference capture --site local --check 'StreamTriadScaling' --from "
+                         f"{d.run}..{runs[-1].run_id} --write"), step
+    few = _NoBaseline()
+    few.needed = d.nights + 1
+    step = next_step(_Site, [], few, Path("/x") / runs[-1].run_id, drifts=found)
+    assert f"from the runs since, once there are {d.nights + 1} ({d.nights} so far): " in step
 
 
 def test_a_clean_recorded_month_and_a_figure_not_measured_tonight_are_not_drifting(
@@ -98,6 +106,7 @@ def test_only_the_last_nights_are_read(tmp_path, monkeypatch):
 class _NoBaseline:
     complete = collecting = False
     cases = ()
+    needed = 5
 
 
 def test_a_drift_test_that_fails_costs_the_test_not_the_night(tmp_path, monkeypatch, capsys):

@@ -24,9 +24,13 @@ def reference():
 @click.option("--rounds", type=click.IntRange(1, 100),
               help="Rounds per new run, as `run --rounds` (default: the site's rounds, else 1); "
                    "capture with the rounds the nightly runs use.")
+@click.option("--check", "checks", multiple=True, metavar="CHECK",
+              help="Capture only this check's figures (repeatable): a re-baseline after a "
+                   "change you accept; the site's other references stay as they are.")
 @click.option("--write", is_flag=True, help="Write the proposal into reference/<site>.yaml.")
 @click.argument("reframe_args", nargs=-1, type=click.UNPROCESSED)
-def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, reframe_args):
+def reference_capture(site, partition, nruns, from_runs, tags, rounds, checks, write,
+                      reframe_args):
     """Propose references from N new runs or from stored runs.
 
     value = geometric mean of the runs' figures (each the Huber location of
@@ -38,6 +42,7 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, re
     """
     import io
 
+    from hpc_health.judge import gating
     from hpc_health.run import preflight, session
     from hpc_health.store import capture, capture_lines, references, rundirs
     s, old = preflight.validate(site, partition)
@@ -65,11 +70,16 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, re
     found = capture.collect([d for d, _ in chosen], partition)
     if not found:
         raise ConfigError(rundirs.runs_dir(s.name), "the chosen runs hold no performance figures")
+    if checks:
+        found = _only(found, checks)
+    # The checks this capture does not replace keep their share of the
+    # budget, as the nightly gate counts them: capture and run print one MDC.
+    kept = gating.gated_families(old) - {gating.family_of(k[0], k[2][0]) for k in found}
     proposals = capture.propose(found, [m.get("stack_hash") for _, m in chosen],
                                 [m.get("rounds") or 1 for _, m in chosen],
                                 s.settings.get("reference_max_mdc") or capture.MAX_MDC,
                                 s.settings.get("false_alarm_budget") or capture.FALSE_ALARM_BUDGET,
-                                s.settings.get("budget_weights"))
+                                s.settings.get("budget_weights"), kept)
     for line in capture_lines.diff_lines(old, proposals):
         click.echo(escape.one_line(line))     # names from the stored runs
     click.echo(capture_lines.summary_line(proposals))
@@ -87,6 +97,16 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, write, re
         click.echo(f"wrote {s.reference_file}")
     else:
         click.echo("(not written: add --write)")
+
+
+def _only(found, checks):
+    """The figures of *checks* among those the chosen runs hold."""
+    present = sorted({key[0] for key in found})
+    missing = [c for c in checks if c not in present]
+    if missing:
+        raise click.UsageError(f"--check {missing[0]}: no figure of it in the chosen runs "
+                               f"(they hold {', '.join(present)})")
+    return {key: entry for key, entry in found.items() if key[0] in checks}
 
 
 @reference.command("show")

@@ -80,6 +80,22 @@ def _size_of_change(v):
     return abs(math.log1p(d)) if d is not None and d > -1 else 0.0
 
 
+def _drift_step(hh, site, drifts, tonight, needed):
+    """The Next: line of a night whose figures drifted: their series, and
+    the capture of only their checks from the runs since (every other
+    reference stays as strong as it is)."""
+    d = drifts[0]
+    tests = list(dict.fromkeys(x.trend.test for x in drifts))
+    only = " ".join(f"--check '{t}'" for t in tests)
+    when = "" if d.nights >= needed else f", once there are {needed} ({d.nights} so far)"
+    return (f"Next: {len(drifts)} figure(s) have stayed worse for several runs (DRIFTING "
+            f"above); the series: {hh} history --site {site} --check '{d.trend.test}' --var "
+            f"{d.trend.variable}; if the change is intended (an upgrade you accept), "
+            f"re-baseline {'its check' if len(tests) == 1 else 'their checks'} from the runs "
+            f"since{when}: {hh} reference capture --site {site} {only} "
+            f"--from {d.run}..{tonight} --write")
+
+
 def next_step(site, verdict_list, base, run_dir, adopted=False, drifts=(), whole=None,
               stopped_by=None):
     """One sentence on what to do now, its commands as the user can type
@@ -107,12 +123,7 @@ def next_step(site, verdict_list, base, run_dir, adopted=False, drifts=(), whole
                 f"{hh} compare --site {site.name} {whole.previous} {run_dir.name}; if it "
                 "stays, DRIFTING names each figure that moved")
     if drifts:
-        d = drifts[0]
-        return (f"Next: {len(drifts)} figure(s) have stayed worse for several runs (DRIFTING "
-                f"above); the series: {hh} history --site {site.name} --check "
-                f"'{d.trend.test}' --var {d.trend.variable}; if the change is intended (an "
-                f"upgrade you accept), re-baseline from the runs since: {hh} reference "
-                f"capture --site {site.name} --from {d.run}..{run_dir.name} --write")
+        return _drift_step(hh, site.name, drifts, run_dir.name, base.needed)
     if base.complete and adopted:
         return "Next: the next run is judged against the references just written."
     if base.complete:

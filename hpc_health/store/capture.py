@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +77,8 @@ MAX_MDC = 0.5
 def propose(found: dict[Any, Any], stack_hashes: Sequence[str | None] = (),
             rounds: Sequence[int] = (), max_mdc: float = MAX_MDC,
             budget: float = FALSE_ALARM_BUDGET,
-            weights: Mapping[str, float] | None = None) -> dict[Any, Any]:
+            weights: Mapping[str, float] | None = None,
+            kept: Iterable[tuple[str, str]] = ()) -> dict[Any, Any]:
     """Proposals per key; ``rounds``: the rounds of each chosen run, recorded
     because a run's spread depends on them (a reference captured with 4
     rounds is too tight for a nightly run with 1).
@@ -92,10 +93,11 @@ def propose(found: dict[Any, Any], stack_hashes: Sequence[str | None] = (),
     ``false_alarm_budget``, shared between checks by ``weights``, the
     site's ``budget_weights``) is above ``max_mdc`` gets its reference marked
     ``weak``.  The MDC is the one every run prints for the figure on its
-    first judged night.
+    first judged night; ``kept``: the site's gated checks (check,
+    partition) this capture leaves as they are, which keep their shares.
     """
     proposals, nights, provs = _baselines(found)
-    made = _gated(nights, provs, budget, max_mdc, weights)
+    made = _gated(nights, provs, budget, max_mdc, weights, set(kept))
     for key in found:
         proposals.setdefault(key, made.get(key))
     used = sorted(set(rounds))
@@ -206,7 +208,8 @@ def _share_levels(ready: dict[Any, Any]) -> None:
 
 
 def _gated(nights: dict[Any, Any], provs: dict[Any, Any], budget: float,
-           max_mdc: float, weights: Mapping[str, float] | None) -> dict[Any, Any]:
+           max_mdc: float, weights: Mapping[str, float] | None,
+           kept: set[tuple[str, str]]) -> dict[Any, Any]:
     """The proposals of the figures with baseline nights: each benchmark's
     figures on a partition fitted together, the budget shared by the gated
     checks."""
@@ -222,7 +225,8 @@ def _gated(nights: dict[Any, Any], provs: dict[Any, Any], budget: float,
     gated = set(families)
     made: dict[Any, Any] = {}
     for _ in range(2):
-        made = _judged(nights, noise, provs, gating.shares(gated, weights), budget, max_mdc)
+        made = _judged(nights, noise, provs, gating.shares(gated | kept, weights), budget,
+                       max_mdc)
         now = {gating.family_of(k[0], k[2][0]) for k, p in made.items() if "leaf" in p}
         if now in (gated, set()):
             break
