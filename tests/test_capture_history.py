@@ -351,3 +351,32 @@ def test_a_capture_of_one_check_leaves_the_others_and_their_share_of_the_budget(
     assert wrong.returncode == 2
     assert "--check Stream: no figure of it in the chosen runs (they hold OsuPointToPoint, " \
         "StreamTriadScaling)" in wrong.stderr
+
+
+def test_an_adopted_baseline_shares_the_budget_with_the_checks_already_referenced(
+        tmp_path, monkeypatch):
+    """`run --adopt-baseline` for a check new to a site whose file already
+    gates another: the adopted figures print the MDC a capture of both
+    prints, the one the nightly gate judges them with."""
+    from sandbox import environ
+
+    from hpc_health.site import sites
+    from hpc_health.store import baseline, rundirs
+    root = make_root(tmp_path, references=False)
+    ids = _runs(root, TRIAD, LAT)
+    assert hpc_health(root, "reference", "capture", "--write", "--check", "StreamTriadScaling",
+                      "--from", ",".join(ids[:5])).returncode == 0
+    both = hpc_health(root, "reference", "capture", "--from", ",".join(ids[5:]))
+    for k, v in environ(root).items():
+        monkeypatch.setenv(k, v)
+    site = sites.load("local")
+    runs = [(d, m) for d, m in rundirs.list_runs("local") if d.name in ids[5:]]
+    case = ("OsuPointToPoint", "local:default", "gnu-mpi", ("intra",))
+    base = baseline.Baseline("local", collecting=True, needed=5, runs_of={case: runs},
+                             cases={case})
+    _, proposals = baseline.adopt(site, base)
+    (prop,) = proposals.values()
+    mdc = [line.split("MDC ")[1].split("%")[0] for line in both.stdout.splitlines()
+           if "latency_4KiB" in line]
+    assert [f"{100 * prop['provenance']['mdc']:.0f}"] == mdc, both.stdout
+    assert "StreamTriadScaling" in yaml.safe_load((root / "reference" / "local.yaml").read_text())

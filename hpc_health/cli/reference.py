@@ -42,7 +42,6 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, checks, w
     """
     import io
 
-    from hpc_health.judge import gating
     from hpc_health.run import preflight, session
     from hpc_health.store import capture, capture_lines, references, rundirs
     s, old = preflight.validate(site, partition)
@@ -72,14 +71,12 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, checks, w
         raise ConfigError(rundirs.runs_dir(s.name), "the chosen runs hold no performance figures")
     if checks:
         found = _only(found, checks)
-    # The checks this capture does not replace keep their share of the
-    # budget, as the nightly gate counts them: capture and run print one MDC.
-    kept = gating.gated_families(old) - {gating.family_of(k[0], k[2][0]) for k in found}
     proposals = capture.propose(found, [m.get("stack_hash") for _, m in chosen],
                                 [m.get("rounds") or 1 for _, m in chosen],
                                 s.settings.get("reference_max_mdc") or capture.MAX_MDC,
                                 s.settings.get("false_alarm_budget") or capture.FALSE_ALARM_BUDGET,
-                                s.settings.get("budget_weights"), kept)
+                                s.settings.get("budget_weights"),
+                                capture.kept_checks(old, found))
     for line in capture_lines.diff_lines(old, proposals):
         click.echo(escape.one_line(line))     # names from the stored runs
     click.echo(capture_lines.summary_line(proposals))

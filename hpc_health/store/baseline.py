@@ -176,6 +176,7 @@ def adopt(site: Site, base: Baseline) -> tuple[Path, dict[Any, Any]]:
     """Write the references of this run's checks from their baseline runs;
     (the file's path, the proposals)."""
     chosen = base.chosen()
+    old = references.load(site.reference_file) if site.reference_file.exists() else None
     found = capture.collect([d for d, _ in chosen])
     for key in [k for k in found if _case_of_key(k) not in base.cases]:
         del found[key]
@@ -183,7 +184,8 @@ def adopt(site: Site, base: Baseline) -> tuple[Path, dict[Any, Any]]:
                                 [m.get("rounds") or 1 for _, m in chosen],
                                 site.settings.get("reference_max_mdc") or capture.MAX_MDC,
                                 site.settings.get("false_alarm_budget")
-                                or capture.FALSE_ALARM_BUDGET, site.settings.get("budget_weights"))
+                                or capture.FALSE_ALARM_BUDGET, site.settings.get("budget_weights"),
+                                capture.kept_checks(old, found))
     if capture.summary(proposals)[0]:
         data = references.merge(references.load_raw(site.reference_file), proposals,
                              capture.hardware_of([m for _, m in chosen]))

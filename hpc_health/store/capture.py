@@ -112,6 +112,13 @@ def propose(found: dict[Any, Any], stack_hashes: Sequence[str | None] = (),
     return proposals
 
 
+def kept_checks(refs: references.ReferenceSet | None, found: dict[Any, Any]) -> set[Any]:
+    """The site's gated checks (check, partition) a capture of *found*
+    leaves as they are: they keep their shares of the budget, as the
+    nightly gate counts them, so capture and run print one MDC."""
+    return gating.gated_families(refs) - {gating.family_of(k[0], k[2][0]) for k in found}
+
+
 def _baselines(found: dict[Any, Any]) -> tuple[dict[Any, Any], dict[Any, Any], dict[Any, Any]]:
     """(proposals of the figures left out, each other figure's baseline
     nights, their provenance so far)."""
