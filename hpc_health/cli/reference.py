@@ -25,8 +25,9 @@ def reference():
               help="Rounds per new run, as `run --rounds` (default: the site's rounds, else 1); "
                    "capture with the rounds the nightly runs use.")
 @click.option("--check", "checks", multiple=True, metavar="CHECK",
-              help="Capture only this check's figures (repeatable): a re-baseline after a "
-                   "change you accept; the site's other references stay as they are.")
+              help="Capture only this check's figures (repeatable; new runs measure it "
+                   "alone): a re-baseline after a change you accept; the site's other "
+                   "references stay as they are.")
 @click.option("--write", is_flag=True, help="Write the proposal into reference/<site>.yaml.")
 @click.argument("reframe_args", nargs=-1, type=click.UNPROCESSED)
 def reference_capture(site, partition, nruns, from_runs, tags, rounds, checks, write,
@@ -41,6 +42,7 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, checks, w
     only with --write.
     """
     import io
+    import re
 
     from hpc_health.run import preflight, session
     from hpc_health.store import capture, capture_lines, references, rundirs
@@ -55,6 +57,10 @@ def reference_capture(site, partition, nruns, from_runs, tags, rounds, checks, w
         chosen = capture.stored_runs(s.name, [r for item in from_runs
                                               for r in item.split(",") if r])
     else:
+        # New runs measure the named checks alone (ReFrame's -n matches the
+        # display name with its spaces taken out: "HaloExchange%dims=2...").
+        reframe_args = (*reframe_args, *(arg for c in checks
+                                         for arg in ("-n", f"^{re.escape(c)}(%|$)")))
         chosen = []
         for i in range(nruns):
             click.echo(f"capture: run {i + 1}/{nruns} ...", err=True)
