@@ -270,36 +270,3 @@ def test_the_start_up_sweep_crosses_both_nodes_under_srun_and_mpirun(cluster, tm
         out = pathlib.Path(tc["outputdir"], "rfm_job.out").read_text()
         # Every launch of the two-node point ran to its end, on 4 ranks.
         assert out.count("hpc-health: case 2x2 exit 0") == 5, out[-2000:]
-
-
-@pytest.mark.quiet      # the throttled node against its peer: live figures
-def test_per_node_run_names_the_slowed_node_and_only_it(cluster, tmp_path):
-    """One per-node run with node02 throttled to a tenth of its CPUs: a
-    fault far outside what the shared host does to a copy, so the verdict
-    cannot flip.  (That two nodes alike name none, and that rounds outvote a
-    copy the host disturbed, is asserted on recorded series:
-    tests/test_pernode.py, tests/test_rounds.py; a clean live run here could
-    name a node the host happened to slow.)"""
-    from sandbox import hpc_health, make_root
-    root = make_root(tmp_path, sites=("local-slurm",), references=False)
-    # A tenth of its CPUs for everything in node02's namespace: its ranks
-    # are throttled, node01's are not.  The site runs three rounds, so a copy
-    # that the shared host slowed is outvoted (site.yaml, per_node_rounds).
-    assert _run([CLUSTER, "slow", "node02", "10"]).returncode == 0
-    try:
-        # One check, two halo sizes and two launches a copy: the throttled
-        # copies' 64 KiB and 1 MiB exchanges, the site's five launches and a
-        # second check (the barrier: 18 s a throttled copy, three copies)
-        # were most of this test's minutes and add nothing to the finding
-        # (the halo's copy on node02 was 950-2800x its peer's; three rounds
-        # still outvote a copy the host slowed).
-        slow = hpc_health(root, "run", "--site", "local-slurm", "--partition", "batch",
-                          "--per-node", "--", "-n", "HaloExchange%dims=1%strategy=SERE",
-                          "-S", "HaloExchange.sizes=8,4096", "-S", "samples=2", env=cluster)
-    finally:
-        _run([CLUSTER, "slow", "node02", "off"])
-    assert slow.returncode == 1, slow.stdout[-3000:] + slow.stderr
-    # One copy of each check per node, each judged.
-    assert "@node01" in slow.stdout and "@node02" in slow.stdout
-    named = [line for line in slow.stdout.splitlines() if line.startswith("OUTLIER:")]
-    assert named and all("node node02 " in line for line in named), named

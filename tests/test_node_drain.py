@@ -94,6 +94,14 @@ def test_a_slowed_node_is_drained_with_its_reason_and_given_back_once_healthy(cl
 
     drained = _hh(root, cluster, *PER_NODE, "--drain", *SUBSET)
     assert drained.returncode == 1, drained.stdout[-3000:] + drained.stderr
+    # One copy of the check per node, each judged; the throttled node named,
+    # and only it: far outside what the shared host does to a copy, and the
+    # site's three rounds outvote a copy the host slowed.  (That two nodes
+    # alike name none is asserted on recorded series: test_pernode.py,
+    # test_rounds.py; a clean live run could name a node the host slowed.)
+    assert "@node01" in drained.stdout and "@node02" in drained.stdout
+    named = [line for line in drained.stdout.splitlines() if line.startswith("OUTLIER:")]
+    assert named and all("node node02 " in line for line in named), named
     states = _states(cluster)
     assert "drain" in states["node02"][0], states
     reason = states["node02"][1]
