@@ -320,6 +320,12 @@ def test_capture_leaves_out_baseline_runs_measured_on_a_busy_node(tmp_path):
         [i for i in ids if i != ids[1]]
 
 
+def _printed_mdc(stdout, variable):
+    """The MDC (whole percent, as printed) of each capture line of *variable*."""
+    return [line.split("MDC ")[1].split("%")[0] for line in stdout.splitlines()
+            if f" {variable}:" in line]
+
+
 def test_a_capture_of_one_check_leaves_the_others_and_their_share_of_the_budget(tmp_path):
     """`--check` (the DRIFTING night's re-baseline): only that check's
     references change, and its figures are judged under the budget shared
@@ -342,9 +348,7 @@ def test_a_capture_of_one_check_leaves_the_others_and_their_share_of_the_budget(
                              {"placement": "intra"}, "latency_4KiB")
     assert lat.provenance["runs"] == ids[5:]
     # The same MDC as the capture of both checks from the same runs prints.
-    mdc = [line.split("MDC ")[1].split("%")[0] for line in whole.stdout.splitlines()
-           if "latency_4KiB" in line]
-    assert [f"{100 * lat.provenance['mdc']:.0f}"] == mdc, whole.stdout
+    assert _printed_mdc(whole.stdout, "latency_4KiB") == [f"{100 * lat.provenance['mdc']:.0f}"]
     assert "StreamTriadScaling" not in res.stdout
 
     wrong = hpc_health(root, "reference", "capture", "--check", "Stream", "--from", later)
@@ -376,7 +380,5 @@ def test_an_adopted_baseline_shares_the_budget_with_the_checks_already_reference
                              cases={case})
     _, proposals = baseline.adopt(site, base)
     (prop,) = proposals.values()
-    mdc = [line.split("MDC ")[1].split("%")[0] for line in both.stdout.splitlines()
-           if "latency_4KiB" in line]
-    assert [f"{100 * prop['provenance']['mdc']:.0f}"] == mdc, both.stdout
+    assert _printed_mdc(both.stdout, "latency_4KiB") == [f"{100 * prop['provenance']['mdc']:.0f}"]
     assert "StreamTriadScaling" in yaml.safe_load((root / "reference" / "local.yaml").read_text())
