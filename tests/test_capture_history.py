@@ -378,7 +378,7 @@ def test_an_adopted_baseline_shares_the_budget_with_the_checks_already_reference
     case = ("OsuPointToPoint", "local:default", "gnu-mpi", ("intra",))
     base = baseline.Baseline("local", collecting=True, needed=5, runs_of={case: runs},
                              cases={case})
-    _, proposals = baseline.adopt(site, base)
+    _, proposals = baseline.adopt(site, base, references.load(site.reference_file))
     (prop,) = proposals.values()
     assert _printed_mdc(both.stdout, "latency_4KiB") == [f"{100 * prop['provenance']['mdc']:.0f}"]
     assert "StreamTriadScaling" in yaml.safe_load((root / "reference" / "local.yaml").read_text())

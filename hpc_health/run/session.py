@@ -329,7 +329,7 @@ def _judged(night, report, interrupted, exit_interrupted, adopt_baseline):
         base = baseline.status(site, refs, night.run_hw, pending=False,
                                measurements=measurements)
         if base.complete and adopt_baseline:
-            written, proposals = baseline.adopt(site, base)
+            written, proposals = baseline.adopt(site, base, refs)
             adopted = capture.summary(proposals)[0] > 0
             for line in adoption_lines(base, written, proposals):
                 print(line, file=out)

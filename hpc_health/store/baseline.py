@@ -172,11 +172,12 @@ def _same(stored, current):
     return bool(current) and all(hardware.same(stored.get(p), hw) for p, hw in current.items())
 
 
-def adopt(site: Site, base: Baseline) -> tuple[Path, dict[Any, Any]]:
+def adopt(site: Site, base: Baseline,
+          refs: ReferenceSet | None) -> tuple[Path, dict[Any, Any]]:
     """Write the references of this run's checks from their baseline runs;
-    (the file's path, the proposals)."""
+    *refs*: the site's references as the run loaded them (their other
+    checks keep their shares of the budget); (the file's path, the proposals)."""
     chosen = base.chosen()
-    old = references.load(site.reference_file) if site.reference_file.exists() else None
     found = capture.collect([d for d, _ in chosen])
     for key in [k for k in found if _case_of_key(k) not in base.cases]:
         del found[key]
@@ -185,7 +186,7 @@ def adopt(site: Site, base: Baseline) -> tuple[Path, dict[Any, Any]]:
                                 site.settings.get("reference_max_mdc") or capture.MAX_MDC,
                                 site.settings.get("false_alarm_budget")
                                 or capture.FALSE_ALARM_BUDGET, site.settings.get("budget_weights"),
-                                capture.kept_checks(old, found))
+                                capture.kept_checks(refs, found))
     if capture.summary(proposals)[0]:
         data = references.merge(references.load_raw(site.reference_file), proposals,
                              capture.hardware_of([m for _, m in chosen]))
